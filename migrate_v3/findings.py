@@ -1,0 +1,41 @@
+"""The plain data that every stage passes on: findings and per-file results."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from migrate_v3.rules import RULES, Fix
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One site that ``apply`` rewrites or a person must look at."""
+
+    line: int
+    col: int
+    code: str
+    message: str
+
+    @property
+    def fix(self) -> Fix:
+        return RULES[self.code].fix
+
+
+@dataclass
+class FileResult:
+    """What ``check`` learned about one file."""
+
+    path: str
+    kind: str  # "v2" | "v3" | "mixed" | "neutral" | "error"
+    release: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["findings"] = [
+            {**asdict(f), "fix": f.fix.value} for f in sorted(self.findings)
+        ]
+        return data
