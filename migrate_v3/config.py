@@ -1,0 +1,78 @@
+"""Settings from ``[tool.migrate-v3]`` in the nearest pyproject.toml, merged with flags."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A pyproject.toml that cannot be read or has an unknown setting."""
+
+
+@dataclass
+class Settings:
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    jobs: int = 0  # 0: one worker per core
+    cache: bool = True
+    cache_dir: str = ".migrate_v3_cache"
+    syntax: bool = True
+    format: str = "text"
+    root: Path = field(default_factory=Path.cwd)
+    source: Path | None = None  # the pyproject.toml read, if any
+
+
+_LISTS = {"select", "ignore", "exclude"}
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above ``start`` that has a [tool.migrate-v3] table."""
+    here = start.resolve()
+    for directory in [here, *here.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{candidate}: {exc}") from exc
+            if "migrate-v3" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_settings(start: Path) -> Settings:
+    """Read the nearest ``[tool.migrate-v3]``; unknown keys are an error, not a silent no-op."""
+    path = find_pyproject(start if start.is_dir() else start.parent)
+    settings = Settings()
+    if path is None:
+        return settings
+    table: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"]
+    known = {f.name.replace("_", "-"): f.name for f in fields(Settings)} | {f.name: f.name for f in fields(Settings)}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            continue  # sub-tables (e.g. [tool.migrate-v3.verify]) belong to their commands
+        name = known.get(key)
+        if name is None or name in {"root", "source"}:
+            raise ConfigError(f"{path}: unknown setting [tool.migrate-v3] {key}")
+        setattr(settings, name, tuple(value) if name in _LISTS else value)
+    settings.root = path.parent
+    settings.source = path
+    return settings
+
+
+def tool_table(start: Path, name: str) -> dict[str, Any]:
+    """A sub-table such as ``[tool.migrate-v3.verify]`` (empty when absent)."""
+    path = find_pyproject(start if start.is_dir() else start.parent)
+    if path is None:
+        return {}
+    table = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"].get(name, {})
+    return dict(table) if isinstance(table, dict) else {}

@@ -1,0 +1,487 @@
+"""Constructor signature maps: V2 ``max.nn`` layer classes → ModuleV3 classes.
+
+Facts were taken from ``inspect.signature`` on max 26.7.0 (``tests/test_knowledge.py``
+re-checks every map against the installed package) and from the official
+``*_modulev3`` ports. The ``layers`` codemod turns a V2 call into the V3 call by
+binding the V2 arguments to ``v2_params`` and re-emitting them as keywords.
+Nothing here imports ``max``: ``apply`` must run without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+E = "max.experimental.nn"
+CL = "max.experimental.nn.common_layers"
+
+#: Arguments that V3 layers take from ``default_dtype``/``default_device`` and
+#: ``Module.to(device)`` instead. Dropping them is the documented migration.
+PLACEMENT_ARGS = frozenset({"dtype", "device", "devices"})
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """How one V2 layer constructor maps onto its V3 class."""
+
+    v2_name: str
+    v3_module: str
+    v3_name: str
+    #: V2 parameters in positional order (``inspect.signature`` order).
+    v2_params: tuple[str, ...]
+    #: V2 keyword-only parameters.
+    v2_kwonly: tuple[str, ...] = ()
+    #: V3 parameters in declaration order (all are emitted as keywords).
+    v3_params: tuple[str, ...] = ()
+    #: V2 name → V3 name for arguments that were renamed.
+    rename: dict[str, str] = field(default_factory=dict)
+    #: V2 arguments dropped on purpose (placement, V2-only sharding flags).
+    drop: frozenset[str] = PLACEMENT_ARGS
+    #: V2 arguments with no V3 equivalent → TODO, unless passed as the V2 default.
+    unsupported: dict[str, str] = field(default_factory=dict)
+    #: V2 default (as source) of each unsupported argument: passing it is a no-op.
+    v2_defaults: dict[str, str] = field(default_factory=dict)
+    #: V3 argument → V2 default (source) to make explicit when the V2 call
+    #: omitted it, because the V3 default differs (``bias`` of Linear).
+    flipped: dict[str, str] = field(default_factory=dict)
+    #: V3 arguments always added so V3 computes what V2 did (``keep_dtype``).
+    always: dict[str, str] = field(default_factory=dict)
+    #: V3 arguments with no V2 source: a person must supply them.
+    required: dict[str, str] = field(default_factory=dict)
+    #: A note attached as a TODO to every rewritten call (behaviour that differs).
+    caveat: str | None = None
+
+
+_LINEAR_PARAMS = (
+    "in_dim",
+    "out_dim",
+    "dtype",
+    "device",
+    "has_bias",
+    "quantization_encoding",
+    "quant_config",
+    "name",
+    "clip_weight",
+    "is_sharding",
+)
+_LINEAR_UNSUPPORTED = {
+    "quantization_encoding": "quantization_encoding (GGUF/GPTQ) has no V3 layer",
+    "name": "name= changed the V2 checkpoint key; V3 keys are attribute paths",
+    "clip_weight": "clip_weight has no V3 argument: clip the weight in forward()",
+    "is_sharding": "is_sharding is V2 sharding plumbing",
+}
+_LINEAR_DEFAULTS = {
+    "quantization_encoding": "None",
+    "name": "None",
+    "clip_weight": "None",
+    "is_sharding": "False",
+    "quant_config": "None",
+}
+_ROPE_PARAMS = ("dim", "n_heads", "theta", "max_seq_len", "head_dim", "_freqs_cis", "interleaved")
+_ROPE_V3 = ("dim", "n_heads", "theta", "max_seq_len", "device", "head_dim", "interleaved")
+_ROPE_DEVICE = "device= is required in V3 (a max.driver Device, e.g. config.devices[0].to_device())"
+_MOE_V2 = (
+    "devices",
+    "hidden_dim",
+    "num_experts",
+    "num_experts_per_token",
+    "moe_dim",
+    "num_logical_experts",
+    "gate_cls",
+    "mlp_cls",
+    "shared_mlp_cls",
+    "has_shared_experts",
+    "shared_experts_dim",
+    "ep_size",
+    "dtype",
+    "activation",
+    "interleaved_gate_up",
+    "pre_expert_norm_cls",
+    "ep_batch_manager",
+    "quant_config",
+    "shared_experts_dtype",
+    "shared_experts_quant_config",
+    "is_sharding",
+)
+_MOE_UNSUPPORTED = {
+    p: f"{p} has no V3 MoE argument"
+    for p in (
+        "num_logical_experts",
+        "mlp_cls",
+        "shared_mlp_cls",
+        "ep_size",
+        "activation",
+        "interleaved_gate_up",
+        "pre_expert_norm_cls",
+        "ep_batch_manager",
+        "quant_config",
+        "shared_experts_dtype",
+        "shared_experts_quant_config",
+        "is_sharding",
+    )
+}
+_MOE_DEFAULTS = {
+    "num_logical_experts": "None",
+    "mlp_cls": "MLP",
+    "shared_mlp_cls": "None",
+    "ep_size": "1",
+    "activation": "None",
+    "interleaved_gate_up": "False",
+    "pre_expert_norm_cls": "None",
+    "ep_batch_manager": "None",
+    "quant_config": "None",
+    "shared_experts_dtype": "None",
+    "shared_experts_quant_config": "None",
+    "is_sharding": "False",
+}
+
+LAYERS: dict[str, LayerSpec] = {
+    s.v2_name: s
+    for s in [
+        LayerSpec(
+            "Linear",
+            E,
+            "Linear",
+            _LINEAR_PARAMS,
+            v3_params=("in_dim", "out_dim", "bias", "quant_config"),
+            rename={"has_bias": "bias"},
+            unsupported=_LINEAR_UNSUPPORTED,
+            v2_defaults=_LINEAR_DEFAULTS,
+            flipped={"bias": "False"},
+        ),
+        LayerSpec(
+            "ColumnParallelLinear",
+            f"{CL}.linear",
+            "ColumnParallelLinear",
+            ("in_dim", "out_dim", "dtype", "devices", "tied_weight"),
+            v3_params=("in_dim", "out_dim", "bias", "quant_config"),
+            rename={"has_bias": "bias"},
+            unsupported={"tied_weight": "tied_weight: tie in forward() instead", **_LINEAR_UNSUPPORTED},
+            v2_defaults={"tied_weight": "None", **_LINEAR_DEFAULTS},
+            flipped={"bias": "False"},
+            caveat="V2 ColumnParallelLinear allgathered its output; V3 leaves it sharded "
+            "(add F.allgather(y, tensor_axis=-1) where the gathered output is needed)",
+        ),
+        LayerSpec(
+            "Embedding",
+            E,
+            "Embedding",
+            ("vocab_size", "hidden_dim", "dtype", "device", "quantization_encoding", "name"),
+            v3_params=("vocab_size", "dim"),
+            rename={"hidden_dim": "dim"},
+            unsupported={k: _LINEAR_UNSUPPORTED[k] for k in ("quantization_encoding", "name")},
+            v2_defaults={"quantization_encoding": "None", "name": "None"},
+        ),
+        LayerSpec(
+            "VocabParallelEmbedding",
+            f"{CL}.embedding",
+            "VocabParallelEmbedding",
+            ("vocab_size", "hidden_dim", "dtype", "devices", "quantization_encoding", "name"),
+            v3_params=("vocab_size", "dim"),
+            rename={"hidden_dim": "dim"},
+            unsupported={k: _LINEAR_UNSUPPORTED[k] for k in ("quantization_encoding", "name")},
+            v2_defaults={"quantization_encoding": "None", "name": "None"},
+            caveat="V3 VocabParallelEmbedding is called as (indices) with no signal_buffers",
+        ),
+        # RMSNorm is special-cased by the layers codemod: the V3 class depends on
+        # weight_offset and multiply_before_cast (see RMSNORM_VARIANTS).
+        LayerSpec(
+            "RMSNorm",
+            f"{E}.norm",
+            "RMSNorm",
+            ("dim", "dtype", "eps", "weight_offset", "multiply_before_cast"),
+            v3_params=("dim", "eps"),
+        ),
+        LayerSpec(
+            "LayerNorm",
+            f"{E}.norm",
+            "LayerNorm",
+            ("dims", "devices", "dtype", "eps", "use_bias"),
+            v3_params=("dim", "eps", "keep_dtype", "elementwise_affine", "use_bias"),
+            rename={"dims": "dim"},
+            always={"keep_dtype": "False"},
+        ),
+        LayerSpec(
+            "ConstantLayerNorm",
+            f"{E}.norm",
+            "LayerNorm",
+            ("dims", "device", "dtype", "eps"),
+            v3_params=("dim", "eps", "keep_dtype", "elementwise_affine", "use_bias"),
+            rename={"dims": "dim"},
+            always={"keep_dtype": "False", "elementwise_affine": "False"},
+        ),
+        LayerSpec(
+            "GroupNorm",
+            f"{E}.norm",
+            "GroupNorm",
+            ("num_groups", "num_channels", "eps", "affine", "device"),
+            v3_params=("num_groups", "num_channels", "eps", "affine"),
+        ),
+        LayerSpec(
+            "Conv2d",
+            E,
+            "Conv2d",
+            (
+                "kernel_size",
+                "in_channels",
+                "out_channels",
+                "dtype",
+                "stride",
+                "padding",
+                "dilation",
+                "num_groups",
+                "device",
+                "has_bias",
+                "permute",
+                "name",
+            ),
+            v3_params=(
+                "kernel_size",
+                "in_channels",
+                "out_channels",
+                "stride",
+                "padding",
+                "dilation",
+                "num_groups",
+                "has_bias",
+                "permute",
+                "name",
+            ),
+        ),
+        LayerSpec(
+            "MLP",
+            f"{CL}.mlp",
+            "MLP",
+            (
+                "dtype",
+                "quantization_encoding",
+                "hidden_dim",
+                "feed_forward_length",
+                "devices",
+                "linear_cls",
+                "has_bias",
+                "activation_function",
+                "quant_config",
+                "swiglu_limit",
+                "is_sharding",
+            ),
+            v3_params=("hidden_dim", "feed_forward_length", "bias", "activation_function"),
+            rename={"has_bias": "bias"},
+            unsupported={
+                "quantization_encoding": _LINEAR_UNSUPPORTED["quantization_encoding"],
+                "linear_cls": "linear_cls: V3 MLP always uses Column/RowParallelLinear",
+                "quant_config": "quant_config: use common_layers.quant_linear.QuantizedMLP",
+                "swiglu_limit": "swiglu_limit has no V3 MLP argument",
+                "is_sharding": _LINEAR_UNSUPPORTED["is_sharding"],
+            },
+            v2_defaults={
+                "quantization_encoding": "None",
+                "linear_cls": "Linear",
+                "quant_config": "None",
+                "swiglu_limit": "0.0",
+                "is_sharding": "False",
+            },
+        ),
+        LayerSpec(
+            "RotaryEmbedding",
+            f"{CL}.rotary_embedding",
+            "RotaryEmbedding",
+            _ROPE_PARAMS,
+            v3_params=_ROPE_V3,
+            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
+            v2_defaults={"_freqs_cis": "None"},
+            required={"device": _ROPE_DEVICE},
+        ),
+        LayerSpec(
+            "YarnRotaryEmbedding",
+            f"{CL}.rotary_embedding",
+            "YarnRotaryEmbedding",
+            (*_ROPE_PARAMS, "scaling_params"),
+            v3_params=(*_ROPE_V3, "scaling_params"),
+            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
+            v2_defaults={"_freqs_cis": "None"},
+            required={"device": _ROPE_DEVICE},
+        ),
+        LayerSpec(
+            "MoEGate",
+            f"{CL}.moe",
+            "MoEGate",
+            ("devices", "hidden_dim", "num_experts", "num_experts_per_token", "dtype", "is_sharding", "linear_cls"),
+            v3_params=("hidden_dim", "num_experts", "num_experts_per_token"),
+            unsupported={
+                "is_sharding": _LINEAR_UNSUPPORTED["is_sharding"],
+                "linear_cls": "linear_cls has no V3 MoEGate argument",
+            },
+            v2_defaults={"is_sharding": "False", "linear_cls": "Linear"},
+        ),
+        LayerSpec(
+            "MoE",
+            f"{CL}.moe",
+            "MoE",
+            _MOE_V2,
+            v3_params=(
+                "hidden_dim",
+                "num_experts",
+                "num_experts_per_token",
+                "moe_dim",
+                "gate_cls",
+                "has_shared_experts",
+                "shared_experts_dim",
+            ),
+            unsupported=_MOE_UNSUPPORTED,
+            v2_defaults=_MOE_DEFAULTS,
+        ),
+        LayerSpec(
+            "MoEQuantized",
+            f"{CL}.quant_moe",
+            "QuantizedMoE",
+            _MOE_V2,
+            v3_params=(
+                "hidden_dim",
+                "num_experts",
+                "num_experts_per_token",
+                "moe_dim",
+                "gate_cls",
+                "has_shared_experts",
+                "shared_experts_dim",
+                "quant_config",
+            ),
+            unsupported={k: v for k, v in _MOE_UNSUPPORTED.items() if k != "quant_config"},
+            v2_defaults=_MOE_DEFAULTS,
+        ),
+        LayerSpec(
+            "AttentionWithRope",
+            f"{CL}.attention",
+            "AttentionWithRope",
+            (),
+            v2_kwonly=(
+                "rope",
+                "sharding_strategy",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "hidden_size",
+                "kv_params",
+                "devices",
+                "dtype",
+                "linear_cls",
+                "stacked_qkv",
+                "scale",
+                "has_bias",
+                "quant_config",
+                "clip_qkv",
+                "use_qk_norm",
+                "rms_norm_eps",
+                "mask_variant",
+                "sliding_window",
+                "_fuse_rope_and_store",
+            ),
+            v3_params=(
+                "rope",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "hidden_size",
+                "kv_params",
+                "layer_idx",
+                "scale",
+                "has_bias",
+                "stacked_qkv",
+                "clip_qkv",
+                "use_qk_norm",
+                "rms_norm_eps",
+            ),
+            unsupported={
+                "sharding_strategy": "sharding_strategy: V3 shards by tensor placement",
+                "linear_cls": "linear_cls has no V3 attention argument",
+                "quant_config": "quant_config: V3 AttentionWithRope is not quantized",
+                "mask_variant": "mask_variant: V3 AttentionWithRope is causal only",
+                "sliding_window": "sliding_window: V3 AttentionWithRope has none",
+                "_fuse_rope_and_store": "_fuse_rope_and_store has no V3 argument",
+            },
+            v2_defaults={
+                "sharding_strategy": "None",
+                "linear_cls": "Linear",
+                "quant_config": "None",
+                "mask_variant": "MHAMaskVariant.CAUSAL_MASK",
+                "sliding_window": "None",
+                "_fuse_rope_and_store": "True",
+            },
+            required={"layer_idx": "layer_idx= moves to the V3 constructor (V2 passed it at call time)"},
+            caveat="V3 AttentionWithRope.forward(x, kv_collection, input_row_offsets=...) "
+            "takes no layer_idx/freqs_cis: update the call site",
+        ),
+        LayerSpec(
+            "HyperConnection",
+            E,
+            "HyperConnection",
+            ("hidden_size", "hc_mult", "device", "dtype"),
+            v2_kwonly=("hc_sinkhorn_iters", "hc_eps", "rms_norm_eps"),
+            v3_params=("hidden_size", "hc_mult", "hc_sinkhorn_iters", "hc_eps", "rms_norm_eps"),
+        ),
+    ]
+}
+
+#: V3 class chosen for V2 ``RMSNorm(weight_offset=…, multiply_before_cast=…)``,
+#: keyed by the literal values. ``None`` = the V2 default was used.
+#: ``MultiplyBeforeCastRMSNorm`` is emitted into the module (see ``RMSNORM_HELPER``)
+#: because V3 has no class with V2's default numerics.
+RMSNORM_VARIANTS: dict[tuple[str, str], str] = {
+    ("0", "False"): "RMSNorm",
+    ("0", "True"): "MultiplyBeforeCastRMSNorm",
+    ("1", "True"): "GemmaRMSNorm",
+}
+RMSNORM_HELPER_NAME = "MultiplyBeforeCastRMSNorm"
+RMSNORM_HELPER = f'''
+
+class {RMSNORM_HELPER_NAME}(RMSNorm):
+    """V3 RMSNorm with V2's default numerics (multiply_before_cast=True); added by migrate-v3."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps, multiply_before_cast=True)
+'''
+
+#: V2 layer classes with no V3 class: a person ports them (MV343).
+NO_V3_CLASS: dict[str, str] = {
+    "Transformer": "port it locally (see llama3_modulev3/llama3.py Llama3TextModel)",
+    "TransformerBlock": "port it locally (see llama3_modulev3/layers/transformer_block.py)",
+    "DistributedTransformer": "port it locally; V3 shards by placement",
+    "DistributedTransformerBlock": "port it locally; V3 shards by placement",
+    "Llama3RotaryEmbedding": "copy llama3_modulev3/layers/rotary_embedding.py",
+    "LongRoPERotaryEmbedding": "copy llama3_modulev3/layers/rotary_embedding.py",
+    "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
+    "DynamicRotaryEmbedding": "port it locally",
+    "StackedLinear": "use common_layers.linear.QKVLinear (q/k/v only) or separate Linears",
+    "Conv1D": "no V3 class: use F.functional(ops.conv) or port it",
+    "Conv3D": "no V3 class: use F.conv3d in a local Module",
+    "ConvTranspose1d": "no V3 class: use F.conv2d_transpose in a local Module",
+    "WeightNormConvTranspose1d": "no V3 class: port it locally",
+    "TensorParallelAttentionWithRope": "ColumnParallel q/k/v + RowParallel o (gemma3_modulev3/layers/attention.py)",
+    "DataParallelAttentionWithRope": "port it locally",
+    "GGUFQAttentionWithRope": "GGUF is not ported to V3",
+    "GPTQAttentionWithRope": "GPTQ is not ported to V3",
+    "MultiheadAttention": "port it locally",
+    "GPTQLinear": "GPTQ is not ported to V3",
+    "Identity": "write a one-line Module",
+    "Allreduce": "use F.allreduce_sum(t, mesh_axis=0)",
+    "Signals": "signal buffers are added by compile()",
+    "StackedMoE": "port it locally",
+    "FusedMLP": "port it locally",
+}
+
+#: V2 container classes (handled by the containers codemod).
+CONTAINERS = {"LayerList": "ModuleList", "Sequential": "Sequential"}
+CONTAINER_MODULE = f"{E}.sequential"
+
+#: V2 base/interface names that become the V3 Module.
+MODULE_NAMES = frozenset({"Module", "Layer"})
+MODULE_HOME = E
+
+#: Functions with a V3 home under another module.
+FUNCTIONS: dict[str, tuple[str, str]] = {
+    "activation_function_from_name": (f"{CL}.activation", "activation_function_from_name"),
+}
+
+
+def v2_symbol(qualified: str | None) -> str | None:
+    """The ``max.nn`` symbol a qualified name refers to (``max.nn.norm.RMSNorm`` → ``RMSNorm``)."""
+    if qualified is None or not qualified.startswith("max.nn."):
+        return None
+    return qualified.rsplit(".", 1)[1]

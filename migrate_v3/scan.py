@@ -1,0 +1,635 @@
+"""Read one file's source and find every V2 site, fast.
+
+``check`` must feel like grep over a 500k-line tree, so this module does not
+build a syntax tree. It finds import statements and the uses of the names they
+bind with a few compiled regular expressions, skips matches inside strings and
+comments, resolves aliases (``import max.nn as nn``, ``from max import nn``)
+to qualified names, and looks those up in ``knowledge.symbols``. Whether the
+file parses at all is checked separately (``syntax_error``), so a syntax error
+never hides findings and findings never need a full parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from migrate_v3.findings import Finding
+from migrate_v3.knowledge import symbols as K
+
+# --- lexical helpers -------------------------------------------------------------
+
+_IMPORT = re.compile(
+    r"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*(?:\\\n[^\n#;]*)*)"
+    r"|import[ \t]+([^\n#;]*(?:\\\n[^\n#;]*)*))",
+)
+_CLASS_HEAD = re.compile(r"[ \t]*class[ \t]+\w+[ \t]*\(")
+_CLASS = re.compile(r"([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:")
+_DEF = re.compile(r"^([ \t]+)(?:async[ \t]+)?def[ \t]+(__call__|__init__)\b", re.M)
+_SUPER_INIT = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(|\b\w+\.__init__\s*\(\s*self\b")
+_SUPPRESS = re.compile(r"#[ \t]*migrate-v3:[ \t]*ignore(?:\[([A-Z0-9, ]*)\])?")
+_TODO = "TODO(migrate-v3)"
+_COMMENT = re.compile(r"#[^\n]*")
+_IMPORT_PART = re.compile(r"[^,()]+")
+_NEWLINE = re.compile("\n")
+_BLANKS = re.compile(r"[ \t]")
+
+#: Method and keyword patterns that only V2 graph code uses; searched in V2 files.
+#: V2-only method and keyword uses, searched in V2 files: the literals each
+#: pattern starts with (found with str.find, far faster than a regex scan),
+#: the pattern matched there, its rule code and message.
+_V2_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str], ...] = (
+    ((".rebind",), re.compile(r"\.rebind[ \t]*\("), "MV373", ".rebind(): use F.rebind(x, shape)"),
+    (
+        (".tensor", ".buffer"),
+        re.compile(r"\.(?:tensor|buffer)\b(?![ \t]*[(.=])"),
+        "MV373",
+        ".tensor/.buffer on a graph Value: forward() receives Tensors",
+    ),
+    (("weights_registry",), re.compile(r"weights_registry[ \t]*="), "MV381",
+     "session.load(weights_registry=...): use model.compile(..., weights=state_dict)"),
+    (
+        (".load_state_dict", ".state_dict", ".raw_state_dict"),
+        re.compile(r"\.(?:load_state_dict|state_dict|raw_state_dict)[ \t]*\("),
+        "MV382",
+        "V2 state_dict()/load_state_dict(): V3 binds weights in compile(weights=...)",
+    ),
+    (
+        (".unflatten_kv_inputs", ".unflatten_basic_kv_tree"),
+        re.compile(r"\.(?:unflatten_kv_inputs|unflatten_basic_kv_tree)[ \t]*\("),
+        "MV390",
+        "KV-cache unflattening moves into the root module's forward()",
+    ),
+    ((".shard",), re.compile(r"\.(?:shard[ \t]*\(|sharding_strategy\b)"), "MV400",
+     "per-layer sharding: use placements on a DeviceMesh"),
+)
+
+
+def _occurrences(text: str, literal: str) -> Iterator[int]:
+    pos = text.find(literal)
+    while pos >= 0:
+        yield pos
+        pos = text.find(literal, pos + len(literal))
+
+
+def _line_statements(text: str, keyword: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """Matches of ``pattern`` (anchored at a line start) on lines that contain ``keyword``."""
+    end = 0
+    for pos in _occurrences(text, keyword):
+        if pos < end:
+            continue
+        line_start = text.rfind("\n", 0, pos) + 1
+        m = pattern.match(text, line_start)
+        if m is not None and m.end() > pos:
+            end = m.end()
+            yield m
+
+
+@dataclass
+class _Spans:
+    """Sorted, disjoint (start, end) ranges: triple-quoted strings or imports."""
+
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+
+    def add(self, start: int, end: int) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def contains(self, pos: int) -> bool:
+        i = bisect_right(self.starts, pos) - 1
+        return i >= 0 and pos < self.ends[i]
+
+    def end_after(self, pos: int) -> int | None:
+        i = bisect_right(self.starts, pos) - 1
+        return self.ends[i] if i >= 0 and pos < self.ends[i] else None
+
+
+def _triple_quoted(text: str) -> _Spans:
+    spans = _Spans()
+    pos = 0
+    double, single = text.find('"""'), text.find("'''")
+    while double >= 0 or single >= 0:
+        start = single if double < 0 or 0 <= single < double else double
+        close = text.find(text[start : start + 3], start + 3)
+        pos = len(text) if close < 0 else close + 3
+        spans.add(start, pos)
+        # Search again only for a delimiter the string just closed has passed.
+        if 0 <= double < pos:
+            double = text.find('"""', pos)
+        if 0 <= single < pos:
+            single = text.find("'''", pos)
+    return spans
+
+
+def _after_value(text: str, pos: int) -> bool:
+    """``.attr`` at ``pos`` follows a value (name, call or subscript), not a module path."""
+    before = text[max(0, pos - 13) : pos]
+    return bool(before) and (before[-1].isalnum() or before[-1] in "_)]") and not before.endswith(
+        ("max.experimental", "experimental", "max")
+    )
+
+
+def _in_line_string_or_comment(text: str, pos: int) -> bool:
+    """Whether ``pos`` sits in a one-line string or a comment of its line."""
+    start = text.rfind("\n", 0, pos) + 1
+    prefix = text[start:pos]
+    if "#" not in prefix and '"' not in prefix and "'" not in prefix:
+        return False
+    quote = ""
+    i = 0
+    while i < len(prefix):
+        c = prefix[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c == "#":
+            return True
+        elif c in "\"'":
+            quote = c
+        i += 1
+    return bool(quote)
+
+
+# --- imports ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    """One name an import statement binds."""
+
+    local: str
+    target: str  # qualified name; relative ones keep their leading dots
+    pos: int
+    star: bool = False
+
+
+def _parse_import(m: re.Match[str]) -> list[Import]:
+    module, names, plain = m.group(1), m.group(2), m.group(3)
+    group = 3 if plain is not None else 2
+    body, base = m.group(group), m.start(group)
+    out: list[Import] = []
+    if "#" in body:
+        body = _COMMENT.sub(lambda c: " " * len(c.group()), body)
+    for part in _IMPORT_PART.finditer(body):
+        words = part.group().replace("\\", " ").split()
+        if not words:
+            continue
+        pos = base + part.start() + len(part.group()) - len(part.group().lstrip())
+        if plain is not None:
+            if len(words) == 3 and words[1] == "as":
+                out.append(Import(words[2], words[0], pos))
+            else:
+                top = words[0].split(".")[0]
+                out.append(Import(top, top, pos))
+        elif words[0] == "*":
+            out.append(Import("*", module, pos, star=True))
+        else:
+            sep = "" if module.endswith(".") else "."
+            local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
+            out.append(Import(local, f"{module}{sep}{words[0]}", pos))
+    return out
+
+
+# --- symbol lookup --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a qualified name means: ``v2``, ``v3``, ``keep``, ``interop`` or ``none``."""
+
+    kind: str
+    code: str | None = None
+    message: str = ""
+
+
+_NONE = Resolved("none")
+_KEEP = Resolved("keep")
+_V3 = Resolved("v3")
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name.startswith(prefix) and (len(name) == len(prefix) or name[len(prefix)] == ".")
+
+
+_V3_PREFIXES = tuple(K.V3_NAMESPACES)
+
+
+def _release_of(name: str) -> str | None:
+    if not name.startswith(_V3_PREFIXES):
+        return None
+    for prefix, release in K.V3_NAMESPACES.items():
+        if _under(name, prefix):
+            return release
+    return None
+
+
+def _lookup_nn(name: str, parts: list[str], legacy: bool) -> Resolved:
+    # Segments before the symbol are modules: known submodules, or any
+    # lowercase segment that is not the last one (max.nn.comm.ep.ep_manager.X).
+    index = next(
+        (i for i, p in enumerate(parts)
+         if p not in K.NN_SUBMODULES and (i == len(parts) - 1 or not p.islower())),
+        None,
+    )
+    if index is None:
+        return _NONE  # a submodule, not a symbol
+    final = parts[index]
+    if final not in K.NN_SYMBOLS and not final[:1].isupper():
+        return _NONE  # an unknown function or module: no evidence either way
+    allowed = K.allowed_max_nn()
+    if any(p in allowed for p in parts[:index]):
+        return _KEEP  # an attribute of a module the ports import whole (max.nn.kernels)
+    if final in allowed:
+        if final in K.FLAG_EVEN_IF_ALLOWED:
+            sym = K.NN_SYMBOLS[final]
+            return Resolved("keep", sym.code, _nn_message(final, sym))
+        return _KEEP
+    sym = K.NN_SYMBOLS.get(final)
+    if sym is None:
+        return Resolved("v2", "MV300", f"max.nn.{final} has no migrate-v3 rule: migrate it by hand")
+    return Resolved("v2", sym.code, _nn_message(final, sym))
+
+
+def _nn_message(final: str, sym: K.Symbol) -> str:
+    home = f" -> {sym.v3}" if sym.v3 else " (no V3 class)"
+    note = f"; {sym.note}" if sym.note else ""
+    return f"{final}{home}{note}"
+
+
+def _lookup_ops(parts: list[str]) -> Resolved:
+    if not parts:
+        return Resolved("interop", "MV370", "ops module: use max.experimental.functional as F")
+    op = ".".join(parts[:2]) if parts[0] in {"allreduce", "reducescatter", "random"} else parts[0]
+    if op in K.OPS_COLLECTIVE:
+        return Resolved("interop", "MV401", f"ops.{op}: V3 collectives take one distributed Tensor (F.allreduce_sum, F.allgather...)")
+    if op.startswith("random."):
+        return Resolved("interop", "MV370", f"ops.{op} -> {K.OPS_RANDOM_HOME}.{parts[1]}")
+    if op in K.OPS_CHANGED:
+        return Resolved("interop", "MV371", f"ops.{op} -> F.{op}: {K.OPS_CHANGED[op]}")
+    entry = K.ops_table().get(op)
+    if entry is None:
+        return Resolved("interop", "MV300", f"ops.{op} is not a max.graph.ops function in max 26.7")
+    if not entry["in_functional"]:
+        return Resolved("interop", "MV372", f"ops.{op} has no F form: wrap it, F.functional(ops.{op})")
+    return Resolved("interop", "MV370", f"ops.{op} -> F.{op}")
+
+
+@lru_cache(maxsize=65536)
+def lookup(qualified: str, *, nn_is_v3: bool) -> Resolved:
+    """Classify one fully qualified name used by a file."""
+    if not qualified.startswith("max"):
+        return _NONE
+    if _release_of(qualified):
+        return _V3
+    parts = qualified.split(".")
+    if _under(qualified, K.V2_LEGACY_NAMESPACE):
+        return _lookup_nn(qualified, parts[3:], legacy=True)
+    if _under(qualified, K.V2_NN):
+        if nn_is_v3:
+            return _V3
+        return _lookup_nn(qualified, parts[2:], legacy=False)
+    if _under(qualified, K.GRAPH):
+        rest = parts[2:]
+        if rest and rest[0] == "ops":
+            return _lookup_ops(rest[1:])
+        if not rest:
+            return _NONE
+        name = rest[-1] if rest[0] in {"type", "value", "weight", "graph", "quantization"} else rest[0]
+        sym = K.GRAPH_SYMBOLS.get(name)
+        if sym is not None:
+            kind = "interop" if name in K.GRAPH_INTEROP else "v2"
+            home = f" -> {sym.v3}" if sym.v3 else ""
+            note = f" ({sym.note})" if sym.note else ""
+            return Resolved(kind, sym.code, f"{name}{home}{note}")
+        return _KEEP
+    if _under(qualified, K.PIPELINES_LIB):
+        name = parts[-1]
+        if name in K.PIPELINE_V3:
+            return _V3
+        sym = K.PIPELINE_SYMBOLS.get(name)
+        if sym is not None:
+            home = f" -> {sym.v3}" if sym.v3 else ""
+            kind = "base" if name in K.PIPELINE_BASE_ONLY else "v2"
+            return Resolved(kind, sym.code, f"{name}{home}")
+    return _NONE
+
+
+# --- the scan ----------------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """Everything ``classify`` needs from one file."""
+
+    v2: bool = False
+    v3: bool = False
+    interop: bool = False
+    release: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    relative_imports: list[tuple[str, int, int]] = field(default_factory=list)  # (target, line, col)
+    absolute_arch_imports: list[tuple[str, int, int]] = field(default_factory=list)
+    todo_markers: int = 0
+
+
+class _Positions:
+    """Turns offsets into 1-based (line, col); cheapest when asked in increasing order."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._pos = 0
+        self._line = 1
+        self._line_start = 0
+
+    def __call__(self, pos: int) -> tuple[int, int]:
+        if pos < self._pos:
+            self._pos, self._line, self._line_start = 0, 1, 0
+        text = self._text
+        self._line += text.count("\n", self._pos, pos)
+        self._line_start = text.rfind("\n", 0, pos) + 1
+        self._pos = pos
+        return self._line, pos - self._line_start + 1
+
+
+_QUICK = ("max", "from .", "import .")
+#: Importing any of these means the file follows 26.1, where max.nn was ModuleV3.
+_NN_IS_V3 = ("max.tensor", "max.functional", K.V2_LEGACY_NAMESPACE)
+
+
+def scan_source(text: str) -> Scan:
+    """Find the V2 sites of one file's source."""
+    result = Scan()
+    if not any(q in text for q in _QUICK):
+        return result
+    strings = _triple_quoted(text)
+    imports: list[Import] = []
+    import_spans = _Spans()
+    for m in _line_statements(text, "import", _IMPORT):
+        if strings.contains(m.start()) or _in_line_string_or_comment(text, m.start()):
+            continue
+        imports.extend(_parse_import(m))
+        import_spans.add(m.start(), m.end())
+    position = _Positions(text)
+    raw: list[tuple[int, str, str]] = []  # (pos, code, message)
+
+    # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
+    nn_is_v3 = any(ns in text for ns in _NN_IS_V3) and any(
+        _under(i.target, ns) for i in imports for ns in _NN_IS_V3
+    )
+    aliases: dict[str, str] = {}
+    for imp in imports:
+        if imp.target.startswith("."):
+            line, col = position(imp.pos)
+            result.relative_imports.append((imp.target, line, col))
+            continue
+        if _under(imp.target, K.ARCHITECTURES):
+            line, col = position(imp.pos)
+            result.absolute_arch_imports.append((imp.target, line, col))
+        if imp.star:
+            resolved = lookup(imp.target + ".*", nn_is_v3=nn_is_v3)
+            if resolved.kind == "v3":
+                result.v3 = True
+                result.release = result.release or _release_of(imp.target)
+            elif _under(imp.target, K.V2_NN) or _under(imp.target, K.GRAPH):
+                result.v2 = True
+                raw.append((imp.pos, "MV302", f"from {imp.target} import *: import the names you use"))
+            continue
+        aliases[imp.local] = imp.target
+        _note_import(result, imp, nn_is_v3, raw)
+
+    _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
+    if result.v2:
+        _scan_classes(text, strings, aliases, nn_is_v3, raw)
+        for literals, pattern, code, message in _V2_PATTERNS:
+            for literal in literals:
+                for pos in _occurrences(text, literal):
+                    if (
+                        pattern.match(text, pos)
+                        and (literal[0] != "." or _after_value(text, pos))
+                        and not strings.contains(pos)
+                        and not _in_line_string_or_comment(text, pos)
+                    ):
+                        raw.append((pos, code, message))
+    if result.interop and not result.v3:
+        result.v2 = True  # graph values without ModuleV3: V2 graph code
+    if not result.v2:
+        raw = [r for r in raw if r[1] == "MV311"]  # kernel interop is fine in ModuleV3 code
+    if not raw and _TODO not in text:
+        return result
+    result.todo_markers = text.count(_TODO)
+    suppress = _suppressions(text, position)
+    seen: set[tuple[int, int, str]] = set()
+    for pos, code, message in sorted(raw):
+        line, col = position(pos)
+        if (line, col, code) in seen or _suppressed(suppress, line, code):
+            continue
+        seen.add((line, col, code))
+        result.findings.append(Finding(line, col, code, message))
+    result.findings.sort()
+    return result
+
+
+def _note_import(result: Scan, imp: Import, nn_is_v3: bool, raw: list[tuple[int, str, str]]) -> None:
+    resolved = lookup(imp.target, nn_is_v3=nn_is_v3)
+    if resolved.kind == "v3":
+        result.v3 = True
+        release = _release_of(imp.target) or ("26.1" if nn_is_v3 else None)
+        result.release = _older(result.release, release)
+        if release in {"25.6/25.7", "26.1"}:
+            raw.append((imp.pos, "MV311", f"{imp.target}: the max 26.7 home is max.experimental"))
+    elif _under(imp.target, K.V2_LEGACY_NAMESPACE):
+        result.release = _older(result.release, "26.1")
+        raw.append((imp.pos, "MV311", f"{imp.target}: max.nn.legacy is the 26.1 home of the V2 API"))
+    if resolved.kind == "v2":
+        result.v2 = True
+        if resolved.code in {"MV320", "MV330", "MV340", "MV350", "MV351", "MV360"}:
+            raw.append((imp.pos, "MV310", f"import {imp.local}: {resolved.message}"))
+    elif resolved.kind == "interop":
+        result.interop = True
+        if resolved.code in {"MV330", "MV370"}:
+            raw.append((imp.pos, "MV310", f"import {imp.local}: {resolved.message}"))
+
+
+def _older(current: str | None, new: str | None) -> str | None:
+    if current is None:
+        return new
+    if new is None or current == new:
+        return current
+    order = ["25.6/25.7", "26.1", "26.7"]
+    return current if order.index(current) <= order.index(new) else new
+
+
+_NAME_RE_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def _uses_regex(names: tuple[str, ...]) -> re.Pattern[str]:
+    pattern = _NAME_RE_CACHE.get(names)
+    if pattern is None:
+        alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        pattern = re.compile(rf"(?:{alternatives})\b(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*")
+        _NAME_RE_CACHE[names] = pattern
+    return pattern
+
+
+_MODULE_ROOTS = ("max.nn", "max.graph", "max.pipelines")
+
+
+def _worth_scanning(target: str, nn_is_v3: bool) -> bool:
+    """Whether uses of a name bound to ``target`` can be V2 sites.
+
+    ModuleV3 names already counted at their import, and names V3 keeps
+    (``DType``, ``DeviceRef``, ``KVCacheParams``...) are most of the uses in a
+    file, so leaving them out of the pattern is most of check's speed.
+    """
+    if not target.startswith("max"):
+        return False
+    resolved = lookup(target, nn_is_v3=nn_is_v3)
+    if resolved.kind in {"v2", "interop"} or (resolved.kind == "keep" and resolved.code):
+        return True
+    if resolved.kind == "none" and (target == "max" or target.startswith(_MODULE_ROOTS)):
+        return not target.rsplit(".", 1)[-1][:1].isupper()  # a module: its attributes may be V2
+    return False
+
+
+def _scan_uses(
+    text: str,
+    strings: _Spans,
+    import_spans: _Spans,
+    aliases: dict[str, str],
+    nn_is_v3: bool,
+    result: Scan,
+    raw: list[tuple[int, str, str]],
+) -> None:
+    relevant = tuple(sorted(local for local, target in aliases.items() if _worth_scanning(target, nn_is_v3)))
+    if not relevant:
+        return
+    for m in _uses_regex(relevant).finditer(text):
+        start = m.start()
+        if start and (text[start - 1].isalnum() or text[start - 1] in "_."):
+            continue
+        if import_spans.contains(start) or strings.contains(start) or _in_line_string_or_comment(text, start):
+            continue
+        dotted = m.group()
+        if " " in dotted or "\t" in dotted:
+            dotted = _BLANKS.sub("", dotted)
+        head, _, rest = dotted.partition(".")
+        qualified = aliases[head] + (f".{rest}" if rest else "")
+        resolved = lookup(qualified, nn_is_v3=nn_is_v3)
+        if resolved.kind == "base":
+            if not _in_class_header(text, start):
+                continue  # a common base used as a type: fine in V3 code
+            resolved = Resolved("v2", resolved.code, resolved.message)
+        if resolved.kind == "v3":
+            result.v3 = True
+        elif resolved.kind == "v2":
+            result.v2 = True
+        elif resolved.kind == "interop":
+            result.interop = True
+        if resolved.code is not None and not (resolved.kind == "interop" and not rest and resolved.code == "MV370"):
+            raw.append((start, resolved.code, resolved.message))
+
+
+def _in_class_header(text: str, pos: int) -> bool:
+    line_start = text.rfind("\n", 0, pos) + 1
+    return _CLASS_HEAD.match(text, line_start, pos) is not None
+
+
+def _scan_classes(
+    text: str, strings: _Spans, aliases: dict[str, str], nn_is_v3: bool, raw: list[tuple[int, str, str]]
+) -> None:
+    """``__call__`` and a missing ``super().__init__()`` in V2 Module subclasses."""
+    v2_classes: set[str] = set()
+    for m in _line_statements(text, "class", _CLASS):
+        if strings.contains(m.start()) or not m.group(3):
+            continue
+        bases = [b.strip() for b in m.group(3).split(",")]
+        if not any(_is_v2_module(b, aliases, nn_is_v3) or b in v2_classes for b in bases):
+            continue
+        v2_classes.add(m.group(2))
+        indent = len(m.group(1).expandtabs())
+        end = _block_end(text, m.end(), indent, strings)
+        body = text[m.end() : end]
+        has_super = _SUPER_INIT.search(body) is not None
+        body_indent: int | None = None
+        for d in _DEF.finditer(text, m.end(), end):
+            if strings.contains(d.start()):
+                continue
+            depth = len(d.group(1).expandtabs())
+            body_indent = depth if body_indent is None else body_indent
+            if depth != body_indent:
+                continue
+            pos = d.start() + len(d.group(1))
+            if d.group(2) == "__call__":
+                raw.append((pos, "MV321", f"{m.group(2)}.__call__ -> forward"))
+            elif not has_super:
+                raw.append((pos, "MV322", f"{m.group(2)}.__init__ does not call super().__init__()"))
+
+
+def _is_v2_module(base: str, aliases: dict[str, str], nn_is_v3: bool) -> bool:
+    head, _, rest = base.partition(".")
+    target = aliases.get(head)
+    if target is None:
+        return False
+    qualified = target + (f".{rest}" if rest else "")
+    resolved = lookup(qualified, nn_is_v3=nn_is_v3)
+    return resolved.code == "MV320"
+
+
+def _block_end(text: str, start: int, indent: int, strings: _Spans) -> int:
+    """Offset where the block opened before ``start`` ends (first dedented code line)."""
+    pattern = re.compile(rf"\n[ \t]{{0,{indent}}}(?=[^ \t\r\n#])")
+    pos = start
+    while True:
+        m = pattern.search(text, pos)
+        if m is None:
+            return len(text)
+        inside = strings.end_after(m.start())
+        if inside is None:
+            return m.start()
+        pos = inside
+
+
+def _suppressions(text: str, position: _Positions) -> dict[int, frozenset[str] | None]:
+    """Line -> suppressed code prefixes (None: all); line 0 is the whole file."""
+    out: dict[int, frozenset[str] | None] = {}
+    if "migrate-v3:" not in text:
+        return out
+    header_end = _header_end(text)
+    for m in _SUPPRESS.finditer(text):
+        codes = frozenset(c.strip() for c in m.group(1).split(",") if c.strip()) if m.group(1) else None
+        line = 0 if m.start() < header_end else position(m.start())[0]
+        previous = out.get(line, frozenset())
+        out[line] = None if codes is None or previous is None else previous | codes
+    return out
+
+
+def _header_end(text: str) -> int:
+    """Offset of the first line that is neither blank nor a comment."""
+    m = re.search(r"^[ \t]*[^ \t\r\n#]", text, re.M)
+    return m.start() if m else len(text)
+
+
+def _suppressed(suppress: dict[int, frozenset[str] | None], line: int, code: str) -> bool:
+    for key in (0, line):
+        if key in suppress:
+            codes = suppress[key]
+            if codes is None or any(code.startswith(c) for c in codes):
+                return True
+    return False
+
+
+def syntax_error(text: str, path: str) -> str | None:
+    """One line describing why ``text`` does not parse, or None."""
+    try:
+        compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
+    except ValueError as exc:  # e.g. NUL bytes
+        return f"cannot parse: {exc}"
+    return None

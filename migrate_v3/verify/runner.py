@@ -1,0 +1,294 @@
+"""Orchestrate one verify run: load, pair, plan, check, compile, compare.
+
+Cheap checks (key alignment, hyper-parameters) run on every pair before any
+graph is compiled; by default only *root* classes (those no other paired
+class contains) are compiled, since their graphs cover their children.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from migrate_v3.verify import sides
+from migrate_v3.verify.align import align_keys
+from migrate_v3.verify.auto import auto_case, constructor_values
+from migrate_v3.verify.compare import compare_output
+from migrate_v3.verify.hparams import compare_hparams, v2_modules
+from migrate_v3.verify.loader import LoadedSide, load_side, module_classes
+from migrate_v3.verify.progress import Progress, make_progress
+from migrate_v3.verify.report import ClassResult, GreedyCheck, VerifyReport
+from migrate_v3.verify.spec import Case, Spec, find_pyproject_spec, load_spec
+from migrate_v3.verify.tensors import load_checkpoint, random_state_dict
+
+
+@dataclass
+class VerifyOptions:
+    """Every knob of a run; the CLI flags map one to one."""
+
+    spec: Path | None = None
+    weights: Path | None = None
+    device: str = "cpu"
+    dtype: str | None = None
+    seed: int = 0
+    only: list[str] | None = None
+    all_classes: bool = False
+    auto: bool = True
+    mypy: bool = True
+    greedy: int = 0
+    compile: bool = True
+    tolerance: tuple[float, float] | None = None
+    pairs: dict[str, str] = field(default_factory=dict)
+    progress: bool = False
+    mypy_cache: Path | None = None
+
+
+@dataclass
+class _Plan:
+    name: str
+    v2_cls: type
+    v3_cls: type
+    case: Case
+    v2_module: Any
+
+
+def _first_weight(module: Any) -> tuple[int, ...] | None:
+    sig = sides.v2_signature(module)
+    return next(iter(sig.values()))[0] if sig else None
+
+
+def _case_for(name: str, v2_cls: type, v3_cls: type, spec: Spec, opts: VerifyOptions,
+              target: sides.Target, dtype: str) -> tuple[Case | None, Any, str]:
+    """The spec's case, else an automatic one; with the built V2 module."""
+    case = spec.cases.get(name)
+    if case is None:
+        if not opts.auto:
+            return None, None, "no case in the spec (automatic mode off)"
+        values = constructor_values(v2_cls)
+        if isinstance(values, str):
+            return None, None, values
+        try:
+            probe = sides.build_v2(Case(inputs=[], v2_kwargs=values), v2_cls, target, dtype)
+        except Exception as exc:  # noqa: BLE001 - reported as a skip reason
+            return None, None, f"automatic V2 construction failed: {type(exc).__name__}: {exc}"
+        made = auto_case(v2_cls, v3_cls, _first_weight(probe))
+        if isinstance(made, str):
+            return None, None, made
+        return made, probe, ""
+    try:
+        return case, sides.build_v2(case, v2_cls, target, dtype), ""
+    except Exception as exc:  # noqa: BLE001
+        return case, None, f"V2 construction failed: {type(exc).__name__}: {exc}"
+
+
+def _roots(plans: list[_Plan]) -> set[str]:
+    """Plans whose V2 class does not occur inside another plan's module."""
+    inner: set[type] = set()
+    for plan in plans:
+        for path, child in v2_modules(plan.v2_module):
+            if path:
+                inner.add(type(child))
+    return {p.name for p in plans if p.v2_cls not in inner}
+
+
+def _pairs(v2: dict[str, type], v3: dict[str, type], explicit: Mapping[str, str]) -> list[tuple[str, type, type | None]]:
+    return [(name, cls, v3.get(explicit.get(name, name))) for name, cls in v2.items()]
+
+
+def run_verify(v2_path: str | Path, v3_path: str | Path, **options: Any) -> VerifyReport:
+    """Verify a migration; ``options`` are :class:`VerifyOptions` fields."""
+    opts = VerifyOptions(**options)
+    progress = make_progress(opts.progress)
+    try:
+        return _run(Path(v2_path), Path(v3_path), opts, progress)
+    finally:
+        progress.close()
+
+
+def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) -> VerifyReport:
+    start = time.perf_counter()
+    report = VerifyReport(str(v2_path), str(v3_path), opts.device)
+    for p in (v2_path, v3_path):
+        if not p.exists():
+            report.error = f"{p} does not exist"
+            return report
+    mypy_job = None
+    if opts.mypy:
+        from migrate_v3.verify.typecheck import start_both
+
+        mypy_job = start_both(v2_path, v3_path, opts.mypy_cache)
+    try:
+        target = sides.make_target(opts.device)
+        spec_path = opts.spec or find_pyproject_spec(v3_path, v2_path)
+        spec = load_spec(spec_path) if spec_path else Spec()
+        side2, side3 = load_side(v2_path, "v2"), load_side(v3_path, "v3")
+        checkpoint = load_checkpoint(opts.weights) if opts.weights else None
+    except Exception as exc:  # noqa: BLE001 - a run that cannot start exits 2
+        report.error = f"{type(exc).__name__}: {exc}"
+        _finish_mypy(report, mypy_job)
+        return report
+    dtype = opts.dtype or spec.dtype or "float32"
+    report.classes, plans = _plan(side2, side3, spec, opts, target, dtype)
+    progress.set_total(2 * len(plans) if opts.compile else 0)
+    session = sides.new_session(target) if plans else None
+    for plan in plans:
+        result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress)
+        report.graphs_compiled += result.pop_compiles()
+        report.classes.append(result.result)
+    order = {name: i for i, name in enumerate(module_classes(side2, sides.v2_base()))}
+    report.classes.sort(key=lambda c: order.get(c.name, len(order)))
+    _finish_mypy(report, mypy_job)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _finish_mypy(report: VerifyReport, job: Any) -> None:
+    if job is not None:
+        from migrate_v3.verify.typecheck import collect
+
+        report.mypy = collect(job)
+
+
+def _plan(side2: LoadedSide, side3: LoadedSide, spec: Spec, opts: VerifyOptions,
+          target: sides.Target, dtype: str) -> tuple[list[ClassResult], list[_Plan]]:
+    v2_classes = module_classes(side2, sides.v2_base())
+    v3_classes = module_classes(side3, sides.v3_base())
+    explicit = {**spec.pairs, **opts.pairs}
+    results: list[ClassResult] = []
+    plans: list[_Plan] = []
+    only = opts.only or spec.only
+    v3_import_errors = "; ".join(f"{Path(f).name}: {e}" for f, e in side3.errors.items())
+    for name, v2_cls, v3_cls in _pairs(v2_classes, v3_classes, explicit):
+        if only and name not in only:
+            results.append(ClassResult(name, "skipped", "not selected (--only)"))
+            continue
+        if v3_cls is None:
+            if v3_import_errors:
+                results.append(ClassResult(name, "fail", f"V3 side failed to import: {v3_import_errors}"))
+            else:
+                results.append(ClassResult(name, "skipped", "no V3 class of this name"))
+            continue
+        case, module, reason = _case_for(name, v2_cls, v3_cls, spec, opts, target, dtype)
+        if case is None or module is None:
+            status = "error" if case is not None else "skipped"
+            results.append(ClassResult(name, status, reason))
+            continue
+        plans.append(_Plan(name, v2_cls, v3_cls, case, module))
+    for f, e in side2.errors.items():
+        results.append(ClassResult(Path(f).name, "skipped", f"V2 module failed to import: {e}"))
+    if not (opts.all_classes or only):
+        roots = _roots(plans)
+        for plan in plans:
+            if plan.name not in roots:
+                results.append(ClassResult(
+                    plan.name, "skipped",
+                    "covered by an enclosing class's graph (use --all-classes or --only to compile it alone)",
+                ))
+        plans = [p for p in plans if p.name in roots]
+    return results, plans
+
+
+@dataclass
+class _PairOutcome:
+    result: ClassResult
+    compiles: int = 0
+
+    def pop_compiles(self) -> int:
+        n, self.compiles = self.compiles, 0
+        return n
+
+
+def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
+                 checkpoint: tuple[dict[str, Any], dict[str, Any]] | None, session: Any,
+                 progress: Progress) -> _PairOutcome:
+    start = time.perf_counter()
+    case = plan.case
+    run_dtype = case.dtype or dtype
+    out = _PairOutcome(ClassResult(plan.name, "pass", dtype=run_dtype))
+    result = out.result
+    v2 = plan.v2_module
+    if checkpoint is not None:
+        weights, signature = checkpoint
+    else:
+        signature = sides.v2_signature(v2)
+        weights = random_state_dict(signature, opts.seed)
+    key_map = case.key_map or (lambda k: k)
+    v3_weights = {key_map(k): v for k, v in weights.items()}
+    v3_signature_ckpt = {key_map(k): s for k, s in signature.items()}
+    try:
+        v3 = sides.build_v3(case, plan.v3_cls, target, run_dtype)
+    except Exception as exc:  # noqa: BLE001 - the port itself is broken
+        result.status, result.reason = "fail", f"V3 construction failed: {type(exc).__name__}: {exc}"
+        return out
+    result.alignment = align_keys(v3_signature_ckpt, sides.v3_signature(v3))
+    result.hparams = compare_hparams(v2, v3, low_precision=run_dtype not in ("float32", "float64"))
+    failed = not result.alignment.ok or any(h.severity == "error" for h in result.hparams)
+    if result.alignment.blocks_compile:
+        result.status = "fail"
+        result.reason = "weights do not fit the V3 parameters; not compiled"
+        result.seconds = time.perf_counter() - start
+        return out
+    if not opts.compile:
+        result.status = "fail" if failed else "pass"
+        result.reason = "static checks only (not compiled)"
+        result.seconds = time.perf_counter() - start
+        return out
+    types = sides.input_types(case.inputs, target, run_dtype)
+    inputs = sides.make_inputs(case.inputs, opts.seed, run_dtype)
+    try:
+        with progress.step(f"{plan.name}: compile V2"):
+            out.compiles += 1
+            run2 = sides.compile_v2(v2, weights, types, target, session)
+            ref = run2(inputs)
+    except Exception as exc:  # noqa: BLE001 - cannot build the reference
+        result.status = "error"
+        result.reason = f"V2 graph failed: {type(exc).__name__}: {_short(exc)}"
+        return out
+    try:
+        with progress.step(f"{plan.name}: compile V3"):
+            out.compiles += 1
+            run3 = sides.compile_v3(v3, v3_weights, types, target)
+            got = run3(inputs)
+    except Exception as exc:  # noqa: BLE001 - the port does not compile
+        result.status = "fail"
+        result.reason = f"V3 compile/run failed: {type(exc).__name__}: {_short(exc)}"
+        return out
+    if len(ref) != len(got):
+        failed = True
+        result.reason = f"V2 returns {len(ref)} outputs, V3 returns {len(got)}"
+    tol = case.tolerance or opts.tolerance
+    for i, ((a, adt), (b, bdt)) in enumerate(zip(ref, got, strict=False)):
+        check = compare_output(i, a, b, adt, bdt, tol)
+        result.outputs.append(check)
+        failed = failed or not check.passed
+    if opts.greedy and case.greedy:
+        result.greedy = _greedy(run2, run3, inputs[0], opts.greedy)
+        failed = failed or not result.greedy.passed
+    result.status = "fail" if failed else "pass"
+    result.seconds = time.perf_counter() - start
+    return out
+
+
+def _greedy(run2: sides.Runner, run3: sides.Runner, prompt: Any, steps: int) -> GreedyCheck:
+    """Greedy decode on both sides from the same prompt, each on its own tokens."""
+    tokens: list[np.ndarray] = []
+    base = np.asarray(prompt)
+    for run in (run2, run3):
+        seq = base.copy()
+        for _ in range(steps):
+            logits, _dtype = run([seq])[0]
+            nxt = logits.reshape(seq.shape[0], -1).argmax(axis=-1).astype(seq.dtype)
+            seq = np.concatenate([seq, nxt[:, None]], axis=1)
+        tokens.append(seq[:, base.shape[1]:])
+    return GreedyCheck(steps, tokens[0].tolist(), tokens[1].tolist())
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:400] if text else repr(exc)
+
