@@ -103,7 +103,7 @@ def check(
     report = run_check(list(paths), settings)
     for path, reason in report.errors:
         click.echo(f"migrate-v3: error: {path}: {reason}", err=True)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if fmt == "json":
         write_json(report, out)
     elif fmt == "github":

@@ -81,6 +81,11 @@ def _walk(root: Path, patterns: tuple[str, ...], defaults: tuple[str, ...], resu
             if is_dir:
                 if _excluded(rel, entry.name, defaults + patterns):
                     continue
+                if entry.is_symlink():
+                    target = os.path.realpath(child)
+                    if real == target or real.startswith(target + os.sep):
+                        result.errors.append((str(child), f"symbolic link loop (points back to {target})"))
+                        continue
                 yield from visit(child)
             elif entry.name.endswith(".py") or entry.name.endswith(".pyi"):
                 if _excluded(rel, entry.name, patterns):

@@ -460,8 +460,6 @@ NO_V3_CLASS: dict[str, str] = {
     "MultiheadAttention": "port it locally",
     "GPTQLinear": "GPTQ is not ported to V3",
     "Identity": "write a one-line Module",
-    "Allreduce": "use F.allreduce_sum(t, mesh_axis=0)",
-    "Signals": "signal buffers are added by compile()",
     "StackedMoE": "port it locally",
     "FusedMLP": "port it locally",
 }

@@ -166,7 +166,7 @@ def auto_case(
             dim = _hidden_dim(v2_values, first_weight)
             if dim is None:
                 return f"cannot infer the shape of input {param.name!r}; give it in the spec"
-            inputs.append(Input((BATCH, SEQ, dim), "float32", dims=("batch", "seq", dim)))
+            inputs.append(Input((BATCH, SEQ, dim), "$dtype", dims=("batch", "seq", dim)))
     if not inputs:
         return "__call__ takes no tensor inputs"
     greedy = len(inputs) == 1 and inputs[0].dtype == "int64"

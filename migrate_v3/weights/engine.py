@@ -14,8 +14,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ruleset import CompiledRule, RuleSet
 from .rules import Bindings, GroupKey, RuleError, _finite_members
+from .ruleset import CompiledRule, RuleSet
 
 
 class UnmatchedNameError(RuleError):

@@ -68,7 +68,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise TargetError(f"{spec} is not callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def build_module(

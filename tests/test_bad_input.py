@@ -1,0 +1,87 @@
+"""Bad input gets one clear line on stderr each; everything readable is still checked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from migrate_v3.cli import main
+
+GOOD = "from max.nn import Linear\n"
+
+
+def run(*args: str) -> tuple[int, str, list[str]]:
+    result = CliRunner().invoke(main, ["check", "--no-cache", *args])
+    return result.exit_code, result.stdout, result.stderr.splitlines()
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.py").write_text(GOOD)
+    return tmp_path
+
+
+def test_unparsable_file(tree: Path) -> None:
+    (tree / "bad.py").write_text("from max.nn import Linear\ndef f(:\n")
+    code, out, err = run(".")
+    assert code == 2
+    assert err == ["migrate-v3: error: bad.py: syntax error at line 2: invalid syntax"]
+    assert "good.py:1:20: MV310" in out
+
+
+def test_non_utf8_file(tree: Path) -> None:
+    (tree / "latin.py").write_bytes(b"x = '\xe9'\n")
+    code, out, err = run(".")
+    assert code == 2
+    assert err == ["migrate-v3: error: latin.py: not valid utf-8: byte 0xe9 at offset 5"]
+    assert "good.py:1:20" in out
+
+
+def test_coding_cookie_is_honoured(tree: Path) -> None:
+    (tree / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    code, _, err = run(".")
+    assert code == 1 and err == []
+
+
+def test_missing_path(tree: Path) -> None:
+    code, out, err = run("nope.py", "good.py")
+    assert code == 2
+    assert err == ["migrate-v3: error: nope.py: no such file or directory"]
+    assert "good.py:1:20" in out
+
+
+def test_directory_symlink_loop(tree: Path) -> None:
+    (tree / "pkg").mkdir()
+    (tree / "pkg" / "mod.py").write_text(GOOD)
+    os.symlink("..", tree / "pkg" / "loop")
+    code, out, err = run("pkg")
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("migrate-v3: error: pkg/loop: symbolic link loop")
+    assert "pkg/mod.py:1:20" in out
+
+
+def test_unreadable_file(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tree / "secret.py").write_text(GOOD)
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "secret.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    code, out, err = run(".")
+    assert code == 2
+    assert err == ["migrate-v3: error: secret.py: Permission denied"]
+    assert "good.py:1:20" in out
+
+
+def test_no_syntax_check_still_reports_findings(tree: Path) -> None:
+    (tree / "bad.py").write_text("from max.nn import Linear\ndef f(:\n")
+    code, out, err = run("--no-syntax-check", ".")
+    assert code == 1 and err == []
+    assert "bad.py:1:20: MV310" in out
