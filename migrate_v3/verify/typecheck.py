@@ -26,6 +26,7 @@ def _files(path: Path) -> list[Path]:
 
 def start_mypy(path: Path, cache_dir: Path | None = None) -> subprocess.Popen[str]:
     """Start mypy in the background; :func:`finish_mypy` collects it."""
+    path = path.resolve()
     cmd = [
         sys.executable, "-m", "mypy", "--no-error-summary", "--show-error-codes",
         "--ignore-missing-imports", "--follow-imports=silent", "--no-color-output",
