@@ -97,8 +97,8 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
         piles = _chunks(todo, jobs * 4)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
             futures = [pool.submit(_classify_chunk, pile, settings.syntax) for pile in piles]
-            for pile, future in zip(piles, futures):
-                for (name, _), packed in zip(pile, future.result()):
+            for pile, future in zip(piles, futures, strict=True):
+                for (name, _), packed in zip(pile, future.result(), strict=True):
                     out[name] = _unpack(name, packed)
                     cache.put(name, keys[name], packed)
     else:

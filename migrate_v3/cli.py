@@ -9,6 +9,7 @@ when invoked, so ``check`` starts fast.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path

@@ -171,7 +171,7 @@ class Import:
 
 
 def _parse_import(m: re.Match[str]) -> list[Import]:
-    module, names, plain = m.group(1), m.group(2), m.group(3)
+    module, plain = m.group(1), m.group(3)
     group = 3 if plain is not None else 2
     body, base = m.group(group), m.start(group)
     out: list[Import] = []
@@ -248,8 +248,8 @@ def _lookup_nn(name: str, parts: list[str], legacy: bool) -> Resolved:
         return _KEEP  # an attribute of a module the ports import whole (max.nn.kernels)
     if final in allowed:
         if final in K.FLAG_EVEN_IF_ALLOWED:
-            sym = K.NN_SYMBOLS[final]
-            return Resolved("keep", sym.code, _nn_message(final, sym))
+            flagged = K.NN_SYMBOLS[final]
+            return Resolved("keep", flagged.code, _nn_message(final, flagged))
         return _KEEP
     sym = K.NN_SYMBOLS.get(final)
     if sym is None:
