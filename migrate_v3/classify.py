@@ -59,11 +59,13 @@ def classify_bytes(data: bytes, path: str, *, check_syntax: bool = True) -> Clas
         text = decode(data)
     except SourceError as exc:
         return Classified(FileResult(path, "error", error=str(exc)))
-    if check_syntax:
+    scan = scan_source(text)
+    # Parsing costs three times the scan: do it where it matters, for the files
+    # check reports on (and apply would rewrite).
+    if check_syntax and (scan.findings or scan.todo_markers):
         problem = syntax_error(text, path)
         if problem is not None:
             return Classified(FileResult(path, "error", error=problem))
-    scan = scan_source(text)
     result = FileResult(path, kind_of(scan), scan.release, list(scan.findings))
     return Classified(result, scan.relative_imports, scan.absolute_arch_imports)
 

@@ -39,10 +39,10 @@ A, U, M = Fix.AUTO, Fix.UNSAFE, Fix.MANUAL
 
 RULES: dict[str, Rule] = {
     r.code: r
-    for r in [
+    for r in sorted([
         # MV30x: general
         _r("MV300", "uncovered-v2-symbol", M, "a V2 symbol that no rule covers: migrate it by hand",
-           "from max.nn import Identity", "# TODO(migrate-v3): MV300 max.nn.Identity has no V3 rule"),
+           "from max.nn import clamp", "# TODO(migrate-v3): MV300 max.nn.clamp has no V3 rule"),
         _r("MV301", "depends-on-v2-package", M, "imports another package's V2 module: migrate that package first",
            "from ..llama3.model_config import Llama3Config", "from ..llama3_modulev3.model_config import Llama3Config"),
         _r("MV302", "star-import", M, "star import from a V2 namespace hides which names are used",
@@ -54,7 +54,7 @@ RULES: dict[str, Rule] = {
            "from max.nn.module_v3 import Linear", "from max.experimental.nn import Linear"),
         # MV32x: module interface
         _r("MV320", "module-base", A, "V2 Module base becomes Module[[arg types], return type]",
-           "class MLP(Module):", "class MLP(Module[[Tensor], Tensor]):"),
+           "class Wrap(Module):", "class Wrap(Module[[Tensor], Tensor]):"),
         _r("MV321", "call-to-forward", A, "__call__ becomes forward",
            "def __call__(self, x: TensorValue) -> TensorValue:", "def forward(self, x: Tensor) -> Tensor:"),
         _r("MV322", "missing-super-init", A, "__init__ of a Module subclass must call super().__init__()",
@@ -63,33 +63,33 @@ RULES: dict[str, Rule] = {
         _r("MV330", "tensor-type", A, "TensorValue/BufferValue/TensorValueLike become Tensor",
            "x: TensorValue", "x: Tensor"),
         _r("MV331", "graph-value-type", M, "Value/Type/graph-value plumbing has no V3 counterpart in forward()",
-           "def f(v: Value) -> None:", "# TODO(migrate-v3): MV331 forward() receives Tensors, not graph Values"),
+           "def raw(v: Value) -> None:", "# TODO(migrate-v3): MV331 Value annotation: forward() receives Tensors, not graph values"),
         # MV34x: layer constructors
         _r("MV340", "layer-constructor", A, "V2 layer constructor rewritten to the V3 signature (keywords, no dtype/device)",
-           "Embedding(vocab_size, hidden_dim, dtype, device)", "Embedding(vocab_size, dim=hidden_dim)"),
+           "Embedding(vocab_size, hidden_dim, dtype, device)", "Embedding(vocab_size=vocab_size, dim=hidden_dim)"),
         _r("MV341", "flipped-default", A, "a default that differs in V3 made explicit so behaviour is unchanged",
-           "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim, out_dim, bias=False)"),
+           "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim=in_dim, out_dim=out_dim, bias=False)"),
         _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent",
            "Linear(4, 4, dtype, device, clip_weight=1.0)", "# TODO(migrate-v3): MV342 Linear(clip_weight=...) has no V3 equivalent"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally",
-           "Transformer(...)", "# TODO(migrate-v3): MV343 Transformer has no V3 class"),
+           "return Transformer(", "# TODO(migrate-v3): MV343 Transformer has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
-           "LayerList(layers)", "ModuleList(layers)"),
+           "LayerList(blocks)", "ModuleList(blocks)"),
         _r("MV351", "sequential", A, "V2 Sequential(list) becomes the V3 form that keeps keys and call semantics",
-           "Sequential([a, b])", "Sequential(a, b)"),
+           "Sequential([blocks[0], blocks[1]])", "Sequential(blocks[0], blocks[1])"),
         _r("MV352", "layer-list-usage", M, "code relies on LayerList being callable or on .layers",
-           "self.blocks(x)", "# TODO(migrate-v3): MV352 ModuleList is not callable: loop over it"),
+           "for block in self.blocks.layers:", "for block in self.blocks:"),
         # MV36x: parameters
         _r("MV360", "weight-parameter", A, "Weight(...) attribute becomes a Tensor parameter of the same shape",
            "Weight(\"weight\", DType.float32, [4], DeviceRef.CPU())", "Tensor.zeros([4], dtype=DType.float32)"),
         _r("MV361", "weight-name-changes-key", M, "Weight name= differs from the attribute path: checkpoint keys change",
-           "self.filter = Weight(\"weight\", ...)", "# TODO(migrate-v3): MV361 checkpoint key 'weight' becomes 'filter'"),
+           "self.filter = Weight(\"weight\"", "# TODO(migrate-v3): MV361 checkpoint key \"weight\" becomes 'filter'"),
         # MV37x: ops
         _r("MV370", "op-to-functional", A, "ops.X becomes F.X (same signature)",
            "ops.reshape(x, [1, -1])", "F.reshape(x, [1, -1])"),
         _r("MV371", "op-semantics-changed", U, "an op whose V3 meaning differs (split with int, axis=None, range dtype, collectives)",
-           "ops.split(x, [2, 2], axis=-1)", "F.split(x, [2, 2], axis=-1)"),
+           "ops.max(x, axis=None)", "F.max(x, axis=-1)"),
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
         _r("MV373", "graph-value-api", M, "TensorValue-only API (.rebind, .tensor, .buffer, .to(DeviceRef)...)",
@@ -100,26 +100,26 @@ RULES: dict[str, Rule] = {
         _r("MV381", "session-load", M, "session.load(graph, weights_registry=...) becomes compile(weights=state_dict)",
            "session.load(graph, weights_registry=model.state_dict())", "# TODO(migrate-v3): MV381 use compiled = model.compile(*types, weights=state_dict)"),
         _r("MV382", "v2-compile-api", M, "V2 Module.compile/trace, GraphSpec, state_dict/load_state_dict",
-           "model.load_state_dict(sd)", "# TODO(migrate-v3): MV382 pass weights=sd to model.compile()"),
+           "model.load_state_dict(sd)", "# TODO(migrate-v3): MV382 .load_state_dict(): pass weights=state_dict to model.compile() instead"),
         _r("MV383", "pipeline-model-base", M, "V2 PipelineModel bases become ModuleV3 pipeline bases",
-           "class M(PipelineModel[TextContext]):", "class M(ModuleV3PipelineModel[TextContext]):"),
-        # MV39x: KV cache
-        _r("MV390", "kv-unflatten", M, "KV-cache inputs are unflattened in forward(), not in trace()",
-           "self.kv_params.unflatten_kv_inputs(iter(kv_inputs))", "# TODO(migrate-v3): MV390 unflatten KV inputs in forward()"),
-        _r("MV391", "paged-cache-values", M, "max.nn PagedCacheValues is the V2 alias; V3 uses common_layers.kv_cache",
-           "from max.nn.kv_cache import PagedCacheValues", "from max.experimental.nn.common_layers.kv_cache import PagedCacheValues"),
-        # MV40x: sharding
-        _r("MV400", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become tensor placements on a DeviceMesh",
-           "self.q_proj.sharding_strategy = ShardingStrategy.rowwise(n)", "# TODO(migrate-v3): MV400 use col_parallel(self.q_proj)"),
-        _r("MV401", "explicit-collective", M, "Allreduce/Signals/per-device lists become F.allreduce_sum or placements",
-           "Allreduce(num_accelerators=n)", "# TODO(migrate-v3): MV401 use F.allreduce_sum(t, mesh_axis=0)"),
-        # MV41x: weights
-        _r("MV410", "weight-adapter", M, "checkpoint names must follow the V3 attribute paths (weight_adapters.py)",
-           "new_name = name.removeprefix(\"model.\")", "# TODO(migrate-v3): MV410 V3 keys are attribute paths from the root module"),
-        # MV42x: registration
-        _r("MV420", "registration", A, "arch.py registers the V3 variant as <Name>_ModuleV3",
+           "class M(PipelineModel[object]):", "# TODO(migrate-v3): MV383 PipelineModel → ModuleV3PipelineModel"),
+        # MV38x: KV cache
+        _r("MV384", "kv-unflatten", M, "KV-cache inputs are unflattened in forward(), not in trace()",
+           "self.kv_params.unflatten_kv_inputs(iter(kv_inputs))", "# TODO(migrate-v3): MV384 unflatten_kv_inputs: unflatten KV inputs in the root module's forward()"),
+        _r("MV385", "paged-cache-values", M, "max.nn PagedCacheValues is the V2 alias; V3 uses common_layers.kv_cache",
+           "from max.nn.kv_cache import KVCacheParams, PagedCacheValues", "# TODO(migrate-v3): MV385 PagedCacheValues from max.nn is the V2 input alias"),
+        # MV39x: sharding
+        _r("MV390", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become tensor placements on a DeviceMesh",
+           "layer.sharding_strategy = ShardingStrategy.rowwise(n)", "# TODO(migrate-v3): MV390 sharding_strategy: use col_parallel()/row_parallel()"),
+        _r("MV391", "explicit-collective", M, "Allreduce/Signals/per-device lists become F.allreduce_sum or placements",
+           "Allreduce(num_accelerators=n)", "# TODO(migrate-v3): MV391 Allreduce: use F.allreduce_sum(t, mesh_axis=0)"),
+        # MV36x: weights
+        _r("MV362", "weight-adapter", M, "checkpoint names must follow the V3 attribute paths (weight_adapters.py)",
+           "new_name = name.removeprefix(\"model.\")", "# TODO(migrate-v3): MV362 V3 keys are attribute paths from the root module"),
+        # MV30x: registration
+        _r("MV303", "registration", A, "arch.py registers the V3 variant as <Name>_ModuleV3",
            "llama_arch = SupportedArchitecture(name=\"LlamaForCausalLM\",", "llama_modulev3_arch = SupportedArchitecture(name=\"LlamaForCausalLM_ModuleV3\","),
-    ]
+    ], key=lambda rule: rule.code)
 }
 
 

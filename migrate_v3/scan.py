@@ -61,10 +61,10 @@ _V2_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str], ...] = (
     (
         (".unflatten_kv_inputs", ".unflatten_basic_kv_tree"),
         re.compile(r"\.(?:unflatten_kv_inputs|unflatten_basic_kv_tree)[ \t]*\("),
-        "MV390",
+        "MV384",
         "KV-cache unflattening moves into the root module's forward()",
     ),
-    ((".shard",), re.compile(r"\.(?:shard[ \t]*\(|sharding_strategy\b)"), "MV400",
+    ((".shard",), re.compile(r"\.(?:shard[ \t]*\(|sharding_strategy\b)"), "MV390",
      "per-layer sharding: use placements on a DeviceMesh"),
 )
 
@@ -268,7 +268,7 @@ def _lookup_ops(parts: list[str]) -> Resolved:
         return Resolved("interop", "MV370", "ops module: use max.experimental.functional as F")
     op = ".".join(parts[:2]) if parts[0] in {"allreduce", "reducescatter", "random"} else parts[0]
     if op in K.OPS_COLLECTIVE:
-        return Resolved("interop", "MV401", f"ops.{op}: V3 collectives take one distributed Tensor (F.allreduce_sum, F.allgather...)")
+        return Resolved("interop", "MV391", f"ops.{op}: V3 collectives take one distributed Tensor (F.allreduce_sum, F.allgather...)")
     if op.startswith("random."):
         return Resolved("interop", "MV370", f"ops.{op} -> {K.OPS_RANDOM_HOME}.{parts[1]}")
     if op in K.OPS_CHANGED:

@@ -464,6 +464,11 @@ NO_V3_CLASS: dict[str, str] = {
     "FusedMLP": "port it locally",
 }
 
+#: ``max.nn`` names another codemod flags with a more precise rule (no MV300).
+FLAGGED_ELSEWHERE = frozenset(
+    {"Allreduce", "Signals", "forward_sharded_layers", "forward_sequential_layers", "ShardingStrategy"}
+)
+
 #: V2 container classes (handled by the containers codemod).
 CONTAINERS = {"LayerList": "ModuleList", "Sequential": "Sequential"}
 CONTAINER_MODULE = f"{E}.sequential"
@@ -478,8 +483,14 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
 }
 
 
+#: ``max.nn`` sub-namespaces that hold V3 code (older name of max.experimental.nn).
+V3_ALIASES = ("max.nn.module_v3.",)
+
+
 def v2_symbol(qualified: str | None) -> str | None:
     """The ``max.nn`` symbol a qualified name refers to (``max.nn.norm.RMSNorm`` → ``RMSNorm``)."""
     if qualified is None or not qualified.startswith("max.nn."):
+        return None
+    if qualified.startswith(V3_ALIASES):
         return None
     return qualified.rsplit(".", 1)[1]

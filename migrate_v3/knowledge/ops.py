@@ -78,7 +78,7 @@ OP_CHANGES: dict[str, OpChange] = {
     ),
 }
 
-#: Collectives: F takes one distributed Tensor, not per-device lists (MV401).
+#: Collectives: F takes one distributed Tensor, not per-device lists (MV391).
 COLLECTIVES = frozenset(
     {
         "allgather",

@@ -114,23 +114,23 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "FusedMLP": Symbol("MV343"),
     "GPTQLinear": Symbol("MV343"),
     # sharding and collectives (api-map §7)
-    "Shardable": Symbol("MV400"),
-    "ShardingStrategy": Symbol("MV400"),
-    "ShardableCallable": Symbol("MV400"),
-    "num_heads_for_device": Symbol("MV400"),
-    "_compute_shard_range": Symbol("MV400"),
-    "forward_moe_sharded_layers": Symbol("MV401"),
-    "forward_sharded_layers": Symbol("MV401"),
-    "forward_sequential_layers": Symbol("MV401"),
-    "Allreduce": Symbol("MV401", "max.experimental.functional.allreduce_sum"),
-    "Signals": Symbol("MV401", None, "signal buffers are automatic in V3"),
-    "DistributedLogitsPostprocessMixin": Symbol("MV401"),
-    "distributed_logits_postprocess": Symbol("MV401"),
-    "captures_by_device": Symbol("MV401"),
-    "fuse_captured_hidden_states": Symbol("MV401"),
+    "Shardable": Symbol("MV390"),
+    "ShardingStrategy": Symbol("MV390"),
+    "ShardableCallable": Symbol("MV390"),
+    "num_heads_for_device": Symbol("MV390"),
+    "_compute_shard_range": Symbol("MV390"),
+    "forward_moe_sharded_layers": Symbol("MV391"),
+    "forward_sharded_layers": Symbol("MV391"),
+    "forward_sequential_layers": Symbol("MV391"),
+    "Allreduce": Symbol("MV391", "max.experimental.functional.allreduce_sum"),
+    "Signals": Symbol("MV391", None, "signal buffers are automatic in V3"),
+    "DistributedLogitsPostprocessMixin": Symbol("MV391"),
+    "distributed_logits_postprocess": Symbol("MV391"),
+    "captures_by_device": Symbol("MV391"),
+    "fuse_captured_hidden_states": Symbol("MV391"),
     # KV cache (api-map §6)
     "PagedCacheValues": Symbol(
-        "MV391", f"{CL}.kv_cache.PagedCacheValues", "max.nn's is the V2 input alias"
+        "MV385", f"{CL}.kv_cache.PagedCacheValues", "max.nn's is the V2 input alias"
     ),
 }
 
@@ -162,7 +162,7 @@ GRAPH_SYMBOLS: dict[str, Symbol] = {
     "Graph": Symbol("MV380", None, "build under F.lazy(), then model.compile(*input_types, weights=...)"),
     "GraphBlock": Symbol("MV380", None, "build under F.lazy(), then model.compile(*input_types, weights=...)"),
     "Weight": Symbol("MV360", "max.experimental.tensor.Tensor"),
-    "ShardingStrategy": Symbol("MV400"),
+    "ShardingStrategy": Symbol("MV390"),
     "Module": Symbol("MV382", None, "max.graph.Module (multi-graph container): compile each tower"),
     "QuantizationEncoding": Symbol("MV300", None, "GGUF/GPTQ paths have no V3 port"),
     "QuantizationConfig": Symbol("MV300", None, "GGUF/GPTQ paths have no V3 port"),
@@ -194,7 +194,7 @@ OPS_CHANGED: dict[str, str] = {
     "max": "F.max(axis=None) flattens; ops treated axis=None as -1",
     "min": "F.min(axis=None) flattens; ops treated axis=None as -1",
 }
-#: Collective ops: their V3 form takes one distributed Tensor (MV401).
+#: Collective ops: their V3 form takes one distributed Tensor (MV391).
 OPS_COLLECTIVE = frozenset(
     {"allgather", "distributed_broadcast", "allreduce.sum", "reducescatter.sum", "distributed_scatter", "shard_and_stack"}
 )
@@ -214,7 +214,7 @@ PIPELINE_SYMBOLS: dict[str, Symbol] = {
     "GraphSpec": Symbol("MV382"),
     "compile_graphs": Symbol("MV382"),
     "init_graphs": Symbol("MV382"),
-    "AlwaysSignalBuffersMixin": Symbol("MV401"),
+    "AlwaysSignalBuffersMixin": Symbol("MV391"),
 }
 #: Common bases of the V2 and V3 pipeline models (ModuleV3PipelineModel
 #: subclasses PipelineModel): V2 only when a class derives from them directly.

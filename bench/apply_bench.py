@@ -1,0 +1,142 @@
+"""``apply`` over every V2 architecture package of the installed max, on a copy.
+
+    python bench/apply_bench.py survey   # errors / parse / import / TODO statistics
+    python bench/apply_bench.py timing   # apply vs plain libcst parse+print, -j 1 vs -j 2
+
+Both work on a fresh copy of ``max/pipelines/architectures`` (the installed
+package is never written). ``survey`` deletes the official ``*_modulev3``
+ports from the copy first, so every V2 package gets its own migrated variant
+and sibling imports resolve to migrated code; ``timing`` measures in one run
+so the machine load is shared by the numbers it compares.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from migrate_v3.apply import apply_paths  # noqa: E402
+from migrate_v3.pipeline import TransformContext  # noqa: E402
+
+
+def _architectures() -> Path:
+    import max  # noqa: PLC0415 - the bench needs the real package
+
+    return Path(list(max.__path__)[0]) / "pipelines" / "architectures"
+
+
+def _copy(dest: Path, *, drop_ports: bool) -> Path:
+    tree = dest / "archcopy"
+    shutil.copytree(_architectures(), tree, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "__init__.py").write_text("")  # no registry side effects on import
+    if drop_ports:
+        for port in tree.glob("*_modulev3"):
+            shutil.rmtree(port)
+    return tree
+
+
+def v2_packages(tree: Path) -> list[Path]:
+    return sorted(
+        p for p in tree.iterdir() if p.is_dir() and (p / "__init__.py").exists() and not p.name.endswith("_modulev3")
+    )
+
+
+def survey() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = _copy(Path(tmp), drop_ports=True)
+        pkgs = v2_packages(tree)
+        t0 = time.perf_counter()
+        report = apply_paths(pkgs, jobs=2, context=TransformContext(positions=False))
+        elapsed = time.perf_counter() - t0
+        failed_pkgs = {Path(f.source).relative_to(tree).parts[0] for f in report.files if f.error}
+        outputs = sorted(tree.glob("*_modulev3"))
+        parse_fail = []
+        for out in outputs:
+            for py in out.rglob("*.py"):
+                try:
+                    ast.parse(py.read_text())
+                except SyntaxError:
+                    parse_fail.append(str(py))
+        sys.path.insert(0, tmp)
+        import_ok, import_fail = [], []
+        for out in outputs:
+            try:
+                importlib.import_module(f"archcopy.{out.name}")
+                import_ok.append(out.name)
+            except Exception as exc:  # noqa: BLE001 - a survey counts failures
+                import_fail.append((out.name, f"{type(exc).__name__}: {exc}".splitlines()[0][:160]))
+        todos = Counter(t.code for f in report.files for t in f.todos)
+        kinds = Counter((t.code, t.message.split(":")[0][:60]) for f in report.files for t in f.todos)
+        print(f"V2 architecture packages: {len(pkgs)}  (apply wall time {elapsed:.1f}s, -j 2)")
+        print(f"packages without a file error: {len(pkgs) - len(failed_pkgs)}; file errors: "
+              f"{sum(1 for f in report.files if f.error)}")
+        for f in report.files:
+            if f.error:
+                print("  error:", f.error)
+        print(f"outputs written: {len(outputs)}; files: {sum(1 for o in outputs for _ in o.rglob('*.py'))}; "
+              f"files that do not parse: {len(parse_fail)}")
+        print(f"outputs that import: {len(import_ok)} / {len(outputs)}")
+        for name, why in import_fail:
+            print(f"  import failed: {name}: {why}")
+        print(f"total TODOs: {sum(todos.values())}; by rule: {dict(todos.most_common())}")
+        print("five most frequent TODO kinds:")
+        for (code, what), n in kinds.most_common(5):
+            print(f"  {n:5d}  {code} {what}")
+        changed = [f for f in report.files if f.changed]
+        rewrites = sum(len(f.findings) for f in report.files)
+        print(f"files changed: {len(changed)}; rewrites: {rewrites}; "
+              f"auto share: {100.0 * rewrites / max(1, rewrites + sum(todos.values())):.1f}%")
+
+
+def timing() -> None:
+    import libcst as cst
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = _copy(Path(tmp), drop_ports=False)
+        pkgs = v2_packages(tree)
+        files = [p for pkg in pkgs for p in pkg.rglob("*.py")]
+        sources = [p.read_text() for p in files]
+        out1, out2 = Path(tmp) / "o1", Path(tmp) / "o2"
+
+        def baseline() -> float:
+            t = time.perf_counter()
+            for src in sources:
+                cst.parse_module(src).code  # noqa: B018 - print is the point
+            return time.perf_counter() - t
+
+        def run(jobs: int, out: Path, positions: bool) -> float:
+            if out.exists():
+                shutil.rmtree(out)
+            t = time.perf_counter()
+            apply_paths(pkgs, out=out, jobs=jobs, context=TransformContext(positions=positions))
+            return time.perf_counter() - t
+
+        base = baseline()
+        j1 = run(1, out1, positions=False)
+        j1p = run(1, out1, positions=True)
+        j2 = run(2, out2, positions=False)
+        base2 = baseline()
+        b = (base + base2) / 2
+        print(f"{len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB")
+        print(f"libcst parse+print: {base:.1f}s / {base2:.1f}s (mean {b:.1f}s)")
+        print(f"apply -j 1 (no positions): {j1:.1f}s  ratio {j1 / b:.2f}x")
+        print(f"apply -j 1 (with positions): {j1p:.1f}s  ratio {j1p / b:.2f}x")
+        print(f"apply -j 2 (no positions): {j2:.1f}s  gain vs -j 1: {j1 / j2:.2f}x")
+
+
+if __name__ == "__main__":
+    try:
+        {"survey": survey, "timing": timing}[sys.argv[1] if len(sys.argv) > 1 else "survey"]()
+    except Exception:
+        traceback.print_exc()
+        raise SystemExit(1) from None

@@ -1,0 +1,95 @@
+"""Call-argument plumbing: bind V2 arguments to names, re-emit them for V3.
+
+Rebuilding keeps each argument's own formatting and reuses the call's comma
+style, so a multi-line V2 call stays a readable multi-line V3 call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+
+@dataclass
+class Bound:
+    """V2 call arguments by parameter name (None when the call can't be bound)."""
+
+    args: dict[str, cst.Arg]
+    order: list[str]
+
+
+def bind(call: cst.Call, positional: Sequence[str], kwonly: Sequence[str] = ()) -> Bound | None:
+    """Bind ``call``'s arguments to parameter names; None for ``*a``/``**k`` or too many."""
+    args: dict[str, cst.Arg] = {}
+    order: list[str] = []
+    known = set(positional) | set(kwonly)
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            if index >= len(positional):
+                return None
+            name = positional[index]
+            index += 1
+        else:
+            name = arg.keyword.value
+            if name not in known:
+                return None
+        args[name] = arg
+        order.append(name)
+    return Bound(args, order)
+
+
+def source(node: cst.CSTNode) -> str:
+    """Source text of a small expression (for comparisons with literal defaults)."""
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def as_keyword(arg: cst.Arg, keyword: str) -> cst.Arg:
+    """``arg`` passed by keyword ``keyword`` (its value and formatting kept)."""
+    if arg.keyword is not None and arg.keyword.value == keyword:
+        return arg
+    return arg.with_changes(
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+
+
+def new_keyword(keyword: str, value_src: str) -> cst.Arg:
+    return cst.Arg(
+        value=cst.parse_expression(value_src),
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+
+
+def relayout(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
+    """Give ``new`` the comma layout of ``original`` (same separators, same trailing comma)."""
+    if not new:
+        return []
+    commas = [a.comma for a in original]
+    middle: cst.Comma | cst.MaybeSentinel = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    for c in commas[:-1]:
+        if isinstance(c, cst.Comma):
+            middle = c
+            break
+    last = commas[-1] if commas else cst.MaybeSentinel.DEFAULT
+    if isinstance(last, cst.Comma) and len(new) > len(original) and len(original) == 1:
+        middle = last
+    out: list[cst.Arg] = []
+    for i, arg in enumerate(new):
+        if i == len(new) - 1:
+            comma = last
+        elif i < len(commas) - 1 and isinstance(commas[i], cst.Comma):
+            comma = commas[i]
+        else:
+            comma = middle
+        out.append(arg.with_changes(comma=comma))
+    return out

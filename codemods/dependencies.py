@@ -1,0 +1,53 @@
+"""MV301 — imports of a sibling V2 architecture package.
+
+``from ..llama3.model_config import X`` (or the absolute
+``max.pipelines.architectures.llama3...``) points to ``llama3_modulev3`` when
+that variant exists or is migrated in the same run; otherwise the import stays
+with a TODO naming the package to migrate first.
+
+    from ..llama3.model_config import Llama3Config
+    →  from ..llama3_modulev3.model_config import Llama3Config
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods.base import Codemod
+from codemods.resolve import module_name
+
+
+class Dependencies(Codemod):
+    PREFIX = "MV301"
+    NEUTRAL_OK = True
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return "from .." in source or "architectures." in source
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        ctx = self.state.context
+        if original.module is None or (ctx.package or "").endswith("_modulev3"):
+            # a V3 package may import its V2 counterpart's neutral helpers on purpose
+            return updated
+        level = len(original.relative)
+        mod = module_name(original.module)
+        prefix = ctx.architectures_package + "."
+        if level == 0 and mod.startswith(prefix):
+            parts = mod[len(prefix) :].split(".")
+            head = prefix
+        elif level >= 2 and level == ctx.package_depth + 2:
+            parts = mod.split(".")
+            head = ""
+        else:
+            return updated
+        package = parts[0]
+        if package == ctx.package or package.endswith("_modulev3"):
+            return updated
+        target = ctx.v3_packages.get(package)
+        if target is None:
+            self.todo("MV301", f"depends on V2 package {package}: migrate {package} first (apply {package} ...)")
+            return updated
+        new = head + ".".join([target, *parts[1:]])
+        self.rewrote(original, "MV301", f"{package} → {target}")
+        return updated.with_changes(module=cst.parse_expression(new))

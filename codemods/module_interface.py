@@ -1,0 +1,183 @@
+"""MV32x — the module surface: generic ``Module`` base, ``forward``, ``super().__init__()``.
+
+For a subclass of the V2 ``Module`` (or ``Layer``): ``__call__`` becomes
+``forward``; the base becomes ``Module[[arg types], return type]`` built from
+``forward``'s (already rewritten) annotations — ``...`` only when it takes
+``*args``/``**kwargs``/keyword-only arguments; bare ``Module`` when an annotation
+is missing or names something not defined yet when the class is created
+(a quoted forward reference, a ``TYPE_CHECKING``-only import);
+``super().__init__()`` is added to an ``__init__`` that lacks it. A subclass of
+a V2 *layer* (``class X(RMSNorm)``) is flagged: its ``__init__`` arguments and
+overrides must follow the V3 class.
+
+    class MLP(Module):                          →  class MLP(Module[[Tensor], Tensor]):
+        def __call__(self, x: TensorValue) -> TensorValue:  →  def forward(self, x: Tensor) -> Tensor:
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import libcst as cst
+
+from codemods.args import source
+from codemods.base import Codemod
+from codemods.resolve import import_bindings
+from migrate_v3.knowledge.layers import LAYERS, MODULE_HOME, MODULE_NAMES, v2_symbol
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _has_super_init(body: cst.BaseSuite) -> bool:
+    if not isinstance(body, cst.IndentedBlock):
+        return True
+    for stmt in body.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Expr) and "super().__init__(" in source(small).replace(" ", ""):
+                    return True
+                if isinstance(small, cst.Expr) and ".__init__(self" in source(small).replace(" ", ""):
+                    return True
+    return False
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )
+
+
+def _root_names(node: cst.CSTNode) -> set[str] | None:
+    """Names an annotation evaluates at runtime; None when it can't be evaluated."""
+    names: set[str] = set()
+    ok = True
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            names.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_SimpleString(self, n: cst.SimpleString) -> None:
+            nonlocal ok
+            ok = False
+
+    node.visit(_Collect())
+    return names if ok else None
+
+
+class ModuleInterface(Codemod):
+    PREFIX = "MV32"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: per enclosing class: is it a V2 Module subclass?
+        self.classes: list[bool] = []
+        #: names bound at module level so far (runtime-available in class bases)
+        self.available: set[str] = set(_BUILTINS) | {"None"}
+        self.depth = 0
+        self.forward: list[cst.FunctionDef | None] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for stmt in node.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import | cst.ImportFrom):
+                        self.available.update(local for local, _ in import_bindings(small))
+            elif isinstance(stmt, cst.Try):
+                for inner in stmt.body.body:
+                    if isinstance(inner, cst.SimpleStatementLine):
+                        for small in inner.body:
+                            if isinstance(small, cst.Import | cst.ImportFrom):
+                                self.available.update(local for local, _ in import_bindings(small))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        is_module = False
+        for base in node.bases:
+            symbol = v2_symbol(self.qualname(base.value))
+            if symbol in MODULE_NAMES:
+                is_module = True
+            elif symbol in LAYERS:
+                self.todo(
+                    "MV343",
+                    f"subclass of V2 {symbol}: make its __init__ arguments and overrides follow the V3 class",
+                )
+        self.classes.append(is_module)
+        self.forward.append(None)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        is_module = self.classes.pop()
+        forward = self.forward.pop()
+        if not self.classes:
+            self.available.add(original.name.value)
+        if not is_module:
+            return updated
+        bases = []
+        for orig_base, base in zip(original.bases, updated.bases, strict=True):
+            symbol = v2_symbol(self.qualname(orig_base.value))
+            if symbol in MODULE_NAMES:
+                name = self.state.import_name(MODULE_HOME, "Module")
+                generic = self._generic(forward)
+                new_value: cst.BaseExpression = cst.Name(name)
+                if generic is not None:
+                    new_value = cst.parse_expression(f"{name}[{generic}]")
+                    self.rewrote(original, "MV320", f"class {original.name.value}(Module[{generic}])")
+                else:
+                    self.rewrote(original, "MV320", f"class {original.name.value}(Module)")
+                base = base.with_changes(value=new_value)
+            bases.append(base)
+        return updated.with_changes(bases=bases)
+
+    def _generic(self, forward: cst.FunctionDef | None) -> str | None:
+        if forward is None or forward.returns is None:
+            return None
+        params = forward.params
+        positional = [*params.posonly_params, *params.params][1:]  # drop self
+        variadic = isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or bool(params.kwonly_params)
+        types: list[str] = []
+        for p in positional:
+            if p.annotation is None:
+                return None
+            types.append(source(p.annotation.annotation))
+        ret = forward.returns.annotation
+        requested = {alias or name for _, name, alias in self.state.needed_imports}
+        for node in [*(p.annotation.annotation for p in positional if p.annotation), ret]:
+            names = _root_names(node)
+            if names is None or not names <= self.available | requested:
+                return None
+        ret_src = source(ret)
+        if variadic:
+            return f"..., {ret_src}"
+        return f"[{', '.join(types)}], {ret_src}"
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.depth += 1
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.depth -= 1
+        if self.depth == 0 and not self.classes:
+            self.available.add(original.name.value)
+        in_module_class = bool(self.classes) and self.classes[-1] and self.depth == 0
+        if not in_module_class:
+            return updated
+        name = original.name.value
+        if name == "__call__":
+            self.rewrote(original, "MV321", "__call__ → forward")
+            updated = updated.with_changes(name=cst.Name("forward"))
+            self.forward[-1] = updated
+        elif name == "forward":
+            self.forward[-1] = updated
+        elif name == "__init__" and not _has_super_init(updated.body):
+            self.rewrote(original, "MV322", "super().__init__() added")
+            body = updated.body
+            assert isinstance(body, cst.IndentedBlock)
+            stmts = list(body.body)
+            at = 1 if stmts and _is_docstring(stmts[0]) else 0
+            stmts.insert(at, cst.parse_statement("super().__init__()\n"))
+            updated = updated.with_changes(body=body.with_changes(body=stmts))
+        return updated

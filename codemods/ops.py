@@ -1,0 +1,195 @@
+"""MV37x — ``ops.X`` → ``F.X``; graph-value APIs → their Tensor forms.
+
+``ops.X(...)`` becomes ``F.X(...)`` when ``max.experimental.functional`` has
+it (``knowledge/max_26_7.json``); keyword renames and flipped defaults from
+``knowledge/ops.py`` are applied; an explicit ``axis=None`` (last axis in
+``ops.max``/``ops.min``, *all* axes in F) becomes ``axis=-1``. An op with no F
+form is wrapped: ``F.functional(ops.X)(...)``. Collectives and TensorValue-only
+APIs (``.tensor``, ``.buffer``, ``.stdev``...) are flagged.
+
+    ops.reshape(x, [1, -1])   →  F.reshape(x, [1, -1])
+    ops.buffer_load(buf)      →  F.functional(ops.buffer_load)(buf)
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods.args import as_keyword, bind, new_keyword, relayout, source
+from codemods.base import Codemod
+from migrate_v3.knowledge import ops as K
+
+_OPS = "max.graph.ops."
+_KERNELS = "max.nn.kernels."
+
+
+_TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(")
+
+
+def _f_attr(name: str) -> cst.Attribute:
+    return cst.Attribute(value=cst.Name("F"), attr=cst.Name(name))
+
+
+class Ops(Codemod):
+    PREFIX = "MV37"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return any(t in source for t in _TRIGGERS)
+
+    def _functional(self) -> None:
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+
+    def _op_name(self, node: cst.BaseExpression) -> str | None:
+        qual = self.qualname(node)
+        if qual is None:
+            return None
+        if qual.startswith(_OPS):
+            return qual[len(_OPS) :]
+        if qual == "max.graph.ops":
+            return ""
+        return None
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = original.func
+        op = self._op_name(func)
+        if op:
+            return self._op_call(original, updated, op)
+        qual = self.qualname(func)
+        if qual is not None and qual.startswith(_KERNELS):
+            return self._kernel_call(original, updated, qual[len(_KERNELS) :])
+        if isinstance(func, cst.Attribute) and op is None:
+            return self._method_call(original, updated, func.attr.value)
+        return updated
+
+    def _op_call(self, original: cst.Call, updated: cst.Call, op: str) -> cst.BaseExpression:
+        head = op.split(".", 1)[0]
+        if head in K.COLLECTIVES:
+            self.todo("MV391", f"ops.{op}: {K.SUBMODULES.get(head, 'V3 collectives take one distributed Tensor (F.allgather / F.allreduce_sum / F.distributed_broadcast)')}")
+            return updated
+        if "." in op:
+            self.todo("MV371", f"ops.{op}: {K.SUBMODULES.get(head, 'no F form')}")
+            return updated
+        if not K.known_op(op):
+            return updated
+        if not K.in_functional(op):
+            self._functional()
+            self.rewrote(original, "MV372", f"ops.{op} has no F form: wrapped with F.functional")
+            wrapped = cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)])
+            return updated.with_changes(func=wrapped)
+        change = K.OP_CHANGES.get(op)
+        args = list(updated.args)
+        if change is not None:
+            new_args = self._apply_change(original, updated, op, change)
+            if new_args is None:
+                return updated
+            args = new_args
+        self._functional()
+        self.rewrote(original, "MV370", f"ops.{op} → F.{op}")
+        return updated.with_changes(func=_f_attr(op), args=args)
+
+    def _apply_change(
+        self, original: cst.Call, updated: cst.Call, op: str, change: K.OpChange
+    ) -> list[cst.Arg] | None:
+        for arg in updated.args:
+            if arg.keyword is not None and arg.keyword.value in change.unsupported:
+                self.todo("MV371", f"ops.{op}({arg.keyword.value}=...): {change.unsupported[arg.keyword.value]}")
+                return None
+        if change.v2_params:
+            bound = bind(updated, change.v2_params)
+            if bound is None:
+                self.todo("MV371", f"ops.{op}: arguments moved in F.{op}; rewrite by hand")
+                return None
+            out = []
+            for i, name in enumerate(change.v2_params):
+                if name in bound.args:
+                    arg = bound.args[name]
+                    out.append(as_keyword(arg, name) if name in change.kwonly or i > 0 and arg.keyword is not None else arg)
+            for name, default in change.flipped.items():
+                if name not in bound.args:
+                    out.append(new_keyword(name, default))
+                    self.rewrote(original, "MV371", f"F.{op}: {name}={default} made explicit (F default differs)")
+                    if default.startswith("DType."):
+                        self.state.import_name("max.dtype", "DType")
+            return relayout(updated.args, out)
+        args: list[cst.Arg] = []
+        for i, arg in enumerate(updated.args):
+            kw = arg.keyword.value if arg.keyword is not None else None
+            if kw in change.rename:
+                arg = as_keyword(arg, change.rename[kw])
+            if change.axis_none_is_last and (kw == "axis" or (kw is None and i == 2)):
+                value = source(arg.value)
+                if value == "None":
+                    arg = arg.with_changes(value=cst.parse_expression("-1"))
+                    self.rewrote(original, "MV371", f"ops.{op}(axis=None) reduced the last axis: F.{op}(axis=-1)")
+                elif isinstance(arg.value, cst.Name | cst.Attribute):
+                    expr = cst.parse_expression(f"(-1 if {value} is None else {value})")
+                    arg = arg.with_changes(value=expr)
+                    self.rewrote(original, "MV371", f"ops.{op}(axis={value}): None meant the last axis")
+                elif not isinstance(arg.value, cst.Integer | cst.UnaryOperation):
+                    self.todo("MV371", f"ops.{op}(axis=...): None means all axes in F.{op}, the last axis in ops.{op}")
+                    return None
+            args.append(arg)
+        return args
+
+    def _kernel_call(self, original: cst.Call, updated: cst.Call, kernel: str) -> cst.BaseExpression:
+        if kernel in K.FUNCTIONAL_KERNELS:
+            name = self.state.import_name(K.FUNCTIONAL_KERNELS_MODULE, kernel)
+            self.rewrote(original, "MV370", f"max.nn.kernels.{kernel} → functional_kernels.{kernel}")
+            return updated.with_changes(func=cst.Name(name))
+        self._functional()
+        self.rewrote(original, "MV372", f"kernel {kernel} wrapped with F.functional")
+        return updated.with_changes(func=cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)]))
+
+    def _method_call(self, original: cst.Call, updated: cst.Call, method: str) -> cst.BaseExpression:
+        func = updated.func
+        assert isinstance(func, cst.Attribute)
+        if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value):
+            self._functional()
+            self.rewrote(original, "MV370", f".{method}() is not a Tensor method: F.{method}(x, ...)")
+            first = cst.Arg(value=func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if updated.args else cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(func=_f_attr(K.METHOD_TO_FUNCTION[method]), args=[first, *updated.args])
+        if method in ("stdev", "var") and _looks_like_tensor(func.value):
+            self.todo("MV373", f".{method}(): {K.GRAPH_VALUE_ATTRS[method]}")
+        if method == "transpose" and any(a.keyword is not None and a.keyword.value in K.TRANSPOSE_KEYWORDS for a in updated.args):
+            args = [
+                as_keyword(a, K.TRANSPOSE_KEYWORDS[a.keyword.value])
+                if a.keyword is not None and a.keyword.value in K.TRANSPOSE_KEYWORDS
+                else a
+                for a in updated.args
+            ]
+            self.rewrote(original, "MV370", ".transpose(dim_1=, dim_2=) → .transpose(dim1=, dim2=)")
+            return updated.with_changes(args=args)
+        if method == "to" and len(updated.args) == 1 and _is_device_ref(updated.args[0].value):
+            self.todo("MV373", "Tensor.to(DeviceRef) raises TypeError: use F.transfer_to(x, ref) or ref.to_device()")
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if id(original) in self.state.call_funcs:
+            return updated
+        op = self._op_name(original)
+        if op and "." not in op and K.in_functional(op) and op not in K.OP_CHANGES:
+            self._functional()
+            self.rewrote(original, "MV370", f"ops.{op} → F.{op}")
+            return _f_attr(op)
+        if original.attr.value in ("tensor", "buffer") and id(original) not in self.state.attr_bases and _is_graph_input(original.value):
+            self.todo("MV373", f".{original.attr.value}: {K.GRAPH_VALUE_ATTRS[original.attr.value]}")
+        return updated
+
+
+def _looks_like_tensor(node: cst.BaseExpression) -> bool:
+    """Not obviously numpy/torch/a list: ``np.x.flatten()`` stays as it is."""
+    root = node
+    while isinstance(root, cst.Attribute | cst.Subscript | cst.Call):
+        root = root.value if not isinstance(root, cst.Call) else root.func
+    return not (isinstance(root, cst.Name) and root.value in {"np", "numpy", "torch"})
+
+
+def _is_device_ref(node: cst.BaseExpression) -> bool:
+    text = source(node)
+    return text.startswith("DeviceRef.") or text.startswith("DeviceRef(")
+
+
+def _is_graph_input(node: cst.BaseExpression) -> bool:
+    """``graph.inputs[0]`` / ``x`` in ``x.tensor``: names and subscripts, not calls."""
+    return isinstance(node, cst.Name | cst.Subscript | cst.Attribute)

@@ -1,0 +1,88 @@
+"""MV303 — register the V3 variant: ``<Name>_ModuleV3`` and ``<x>_modulev3_arch``.
+
+In ``arch.py`` the ``SupportedArchitecture(name=...)`` gets the ``_ModuleV3``
+suffix and every ``<x>_arch`` identifier becomes ``<x>_modulev3_arch``; the
+package ``__init__.py`` exports follow (imports and ``__all__``).
+
+    llama_arch = SupportedArchitecture(name="LlamaForCausalLM",
+    →  llama_modulev3_arch = SupportedArchitecture(name="LlamaForCausalLM_ModuleV3",
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from codemods.base import Codemod
+
+_ARCH_NAME = re.compile(r"^(\w+?)_arch$")
+SUFFIX = "_ModuleV3"
+
+
+def v3_arch_variable(name: str) -> str | None:
+    """``llama_arch`` → ``llama_modulev3_arch`` (None when not an arch variable)."""
+    m = _ARCH_NAME.match(name)
+    if m is None or name.endswith("_modulev3_arch"):
+        return None
+    return f"{m.group(1)}_modulev3_arch"
+
+
+class Registration(Codemod):
+    PREFIX = "MV303"
+    NEUTRAL_OK = True
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return "_arch" in source
+
+    def _active(self) -> bool:
+        ctx = self.state.context
+        return ctx.is_arch_module or ctx.is_package_init
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if not self._active():
+            return updated
+        new = v3_arch_variable(original.value)
+        if new is None:
+            return updated
+        self.state.renamed_exports[original.value] = new
+        self.rewrote(original, "MV303", f"{original.value} → {new}")
+        return updated.with_changes(value=new)
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if not self._active() or isinstance(updated.names, cst.ImportStar) or not original.relative:
+            return updated
+        names = []
+        for alias in updated.names:
+            old = alias.name.value if isinstance(alias.name, cst.Name) else None
+            new = v3_arch_variable(old) if old is not None else None
+            if old is not None and new is not None:
+                self.state.renamed_exports[old] = new
+                self.rewrote(original, "MV303", f"export {new}")
+                alias = alias.with_changes(name=cst.Name(new))
+            names.append(alias)
+        return updated.with_changes(names=names)
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        if not self._active():
+            return updated
+        value = original.evaluated_value
+        if not isinstance(value, str):
+            return updated
+        new = v3_arch_variable(value)
+        if new is not None:  # __all__ entries
+            return updated.with_changes(value=original.prefix + original.quote + new + original.quote)
+        return updated
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        if not self.state.context.is_arch_module or original.keyword is None or original.keyword.value != "name":
+            return updated
+        value = updated.value
+        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+            name = value.evaluated_value
+            if not name.endswith(SUFFIX):
+                self.rewrote(original, "MV303", f"registered as {name}{SUFFIX}")
+                new = value.with_changes(value=value.prefix + value.quote + name + SUFFIX + value.quote)
+                return updated.with_changes(value=new)
+        return updated

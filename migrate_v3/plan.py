@@ -1,0 +1,134 @@
+"""Plan an ``apply`` run: which targets, where their output goes, in which order.
+
+A package ``foo/`` becomes ``foo_modulev3/`` beside it (or under ``--out``); a
+file ``x.py`` becomes ``x_modulev3.py``. Packages are ordered so that a package
+comes after the sibling packages it imports (``..llama3``), and each file gets
+the map of sibling V2 packages that have (or will have) a V3 variant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+V3_SUFFIX = "_modulev3"
+_SIBLING_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.\.+(\w+)|architectures\.(\w+)", re.M)
+
+
+@dataclass
+class Target:
+    """One V2 package or file and the V3 output planned for it."""
+
+    source: Path
+    dest: Path
+    is_package: bool
+    #: (source file, path relative to the target root) for every file to write
+    files: list[tuple[Path, Path]] = field(default_factory=list)
+    #: sibling V2 packages this package imports
+    depends_on: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.source.name if self.is_package else self.source.stem
+
+
+@dataclass
+class Plan:
+    targets: list[Target]
+    errors: list[str]
+    #: V2 package name → V3 package name (existing variants + this run's targets)
+    v3_packages: dict[str, str]
+
+
+def v3_name(path: Path) -> str:
+    return f"{path.name}{V3_SUFFIX}" if path.is_dir() else f"{path.stem}{V3_SUFFIX}{path.suffix}"
+
+
+def _package_files(root: Path) -> list[tuple[Path, Path]]:
+    files = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_dir() or "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        files.append((path, rel))
+    return files
+
+
+def _dependencies(target: Target) -> set[str]:
+    deps: set[str] = set()
+    for path, _ in target.files:
+        if path.suffix != ".py":
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for m in _SIBLING_IMPORT.finditer(text):
+            name = m.group(1) or m.group(2)
+            if name and name != target.name and not name.endswith(V3_SUFFIX):
+                deps.add(name)
+    return deps
+
+
+def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
+    """Targets for ``paths`` in dependency order, plus the sibling-package map."""
+    targets: list[Target] = []
+    errors: list[str] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = raw.resolve()
+        if path in seen:
+            continue
+        seen.add(path)
+        if not path.exists():
+            errors.append(f"{raw}: no such file or directory")
+            continue
+        if path.is_dir():
+            if path.name.endswith(V3_SUFFIX):
+                errors.append(f"{raw}: already a V3 variant (name ends in {V3_SUFFIX})")
+                continue
+            dest = (out or path.parent) / v3_name(path)
+            target = Target(path, dest, True, _package_files(path))
+            target.depends_on = _dependencies(target)
+        elif path.suffix == ".py":
+            dest = (out or path.parent) / v3_name(path)
+            target = Target(path, dest, False, [(path, Path(path.name))])
+        else:
+            errors.append(f"{raw}: not a Python file or package directory")
+            continue
+        targets.append(target)
+    v3_packages: dict[str, str] = {}
+    for target in targets:
+        if target.is_package:
+            for sibling in target.source.parent.iterdir():
+                if sibling.is_dir() and (target.source.parent / f"{sibling.name}{V3_SUFFIX}").is_dir():
+                    v3_packages[sibling.name] = f"{sibling.name}{V3_SUFFIX}"
+    for target in targets:
+        if target.is_package:
+            v3_packages[target.name] = target.dest.name
+    return Plan(dependency_order(targets), errors, v3_packages)
+
+
+def dependency_order(targets: list[Target]) -> list[Target]:
+    """Stable topological order: a package after the packages of this run it imports."""
+    by_name = {t.name: t for t in targets if t.is_package}
+    done: set[str] = set()
+    ordered: list[Target] = []
+
+    def visit(t: Target, stack: set[str]) -> None:
+        if t.name in done or t.name in stack:
+            return
+        stack.add(t.name)
+        for dep in sorted(t.depends_on):
+            if dep in by_name:
+                visit(by_name[dep], stack)
+        done.add(t.name)
+        ordered.append(t)
+
+    for t in targets:
+        if t.is_package:
+            visit(t, set())
+        else:
+            ordered.append(t)
+    return ordered

@@ -1,0 +1,197 @@
+"""``apply``: layout, safety (never touch V2, no overwrite, atomic), modes, exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from migrate_v3 import emit
+from migrate_v3.apply import apply_paths
+from migrate_v3.apply_cmd import apply
+from migrate_v3.pipeline import TransformContext, transform_source
+
+TINYLM = Path(__file__).resolve().parent.parent / "fixtures" / "models" / "tinylm"
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture()
+def pkg(tmp_path: Path) -> Path:
+    dest = tmp_path / "tinylm"
+    shutil.copytree(TINYLM, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "notes.txt").write_text("kept as is\n")
+    return dest
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(apply, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_package_written_beside_and_v2_untouched(pkg: Path) -> None:
+    before = _digest(pkg)
+    code, out, _ = _run(str(pkg))
+    assert code == 1  # tinylm's graph/session code is left with TODOs
+    target = pkg.parent / "tinylm_modulev3"
+    assert sorted(_digest(target)) == sorted(before)
+    assert _digest(pkg) == before
+    assert (target / "notes.txt").read_text() == "kept as is\n"
+    assert "class TinyLM(Module[[Tensor], Tensor])" in (target / "model.py").read_text()
+    assert "TODOs" in out
+    assert not list(pkg.parent.glob(".migrate-v3-*")), "staging directory left behind"
+
+
+def test_output_is_stable_under_a_second_apply(pkg: Path) -> None:
+    _run(str(pkg))
+    for py in (pkg.parent / "tinylm_modulev3").glob("*.py"):
+        text = py.read_text()
+        assert transform_source(text, context=TransformContext(only_v2=False)).code == text
+
+
+def test_single_file_and_several_paths(pkg: Path, tmp_path: Path) -> None:
+    single = tmp_path / "one.py"
+    single.write_text("from max.nn import Linear\n\nx = Linear(2, 3, None, None, has_bias=True)\n")
+    code, _, _ = _run(str(single), str(pkg))
+    assert code == 1
+    assert (tmp_path / "one_modulev3.py").read_text() == (
+        "from max.experimental.nn import Linear\n\nx = Linear(in_dim=2, out_dim=3, bias=True)\n"
+    )
+    assert (tmp_path / "tinylm_modulev3" / "layers.py").exists()
+
+
+def test_exit_zero_when_nothing_is_left(tmp_path: Path) -> None:
+    f = tmp_path / "clean.py"
+    f.write_text("from max.graph import TensorValue, ops\n\n\ndef f(x: TensorValue) -> TensorValue:\n    return ops.relu(x)\n")
+    code, _, _ = _run(str(f))
+    assert code == 0
+    assert "F.relu(x)" in (tmp_path / "clean_modulev3.py").read_text()
+
+
+def test_existing_target_needs_force(pkg: Path) -> None:
+    target = pkg.parent / "tinylm_modulev3"
+    target.mkdir()
+    (target / "mine.py").write_text("# hand edits\n")
+    code, _, err = _run(str(pkg))
+    assert code == 2 and "exists" in err and "--force" in err
+    assert (target / "mine.py").exists()
+    code, _, _ = _run(str(pkg), "--force")
+    assert code == 1
+    assert not (target / "mine.py").exists() and (target / "model.py").exists()
+
+
+def test_out_dir(pkg: Path, tmp_path: Path) -> None:
+    out = tmp_path / "elsewhere"
+    _run(str(pkg), "--out", str(out))
+    assert (out / "tinylm_modulev3" / "model.py").exists()
+    assert not (pkg.parent / "tinylm_modulev3").exists()
+
+
+def test_diff_writes_nothing(pkg: Path) -> None:
+    code, out, _ = _run(str(pkg), "--diff")
+    assert code == 1
+    assert "+class FeedForward(Module[[Tensor], Tensor]):" in out
+    assert out.count("--- ") >= 2
+    assert not (pkg.parent / "tinylm_modulev3").exists()
+    assert not list(pkg.parent.glob(".migrate-v3-*"))
+
+
+def test_report_json_and_markdown(pkg: Path, tmp_path: Path) -> None:
+    _run(str(pkg), "--diff", "--report", str(tmp_path / "r.json"))
+    data = json.loads((tmp_path / "r.json").read_text())
+    model = next(f for f in data["files"] if f["source"].endswith("model.py"))
+    assert {t["code"] for t in model["todos"]} == {"MV380", "MV381", "MV382", "MV373"}
+    assert any(r["code"] == "MV350" for r in model["rewrites"])
+    assert data["todo_count"] == sum(len(f["todos"]) for f in data["files"])
+    _run(str(pkg), "--diff", "--report", str(tmp_path / "r.md"))
+    md = (tmp_path / "r.md").read_text()
+    assert "- [ ] line" in md and "| MV340 |" in md
+
+
+def test_bad_files_are_reported_and_the_run_goes_on(pkg: Path) -> None:
+    (pkg / "broken.py").write_text("from max.nn import Linear\ndef f(:\n")
+    (pkg / "latin1.py").write_bytes(b"# \xe9\nfrom max.nn import Linear\n")
+    code, _, err = _run(str(pkg))
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert any("broken.py" in line and "cannot parse" in line for line in lines)
+    assert any("latin1.py" in line and "decode" in line for line in lines)
+    target = pkg.parent / "tinylm_modulev3"
+    assert (target / "broken.py").read_text() == "from max.nn import Linear\ndef f(:\n"
+    assert "Module[[Tensor], Tensor]" in (target / "layers.py").read_text()
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = _run(str(tmp_path / "nope"))
+    assert code == 2 and "no such file" in err
+
+
+def test_interrupted_run_leaves_nothing(pkg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    real = emit.Stager.write
+
+    def flaky(root: Path, rel: Path | None, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        real(root, rel, data)
+
+    monkeypatch.setattr(emit.Stager, "write", staticmethod(flaky))
+    with pytest.raises(KeyboardInterrupt):
+        apply_paths([pkg])
+    assert not (pkg.parent / "tinylm_modulev3").exists()
+    assert not list(pkg.parent.glob(".migrate-v3-*"))
+
+
+def _sibling_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "architectures"
+    for name in ("base", "user"):
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text("")
+    (root / "base" / "layers.py").write_text(
+        "from max.graph import TensorValue\nfrom max.nn import Module\n\n\nclass Base(Module):\n"
+        "    def __call__(self, x: TensorValue) -> TensorValue:\n        return x\n"
+    )
+    (root / "user" / "model.py").write_text("from ..base.layers import Base\nfrom ..other.x import Y\n")
+    (root / "__init__.py").write_text(
+        'lazy = [\n    _LazyArch("BaseModel", ".base", "base_arch"),\n    _LazyArch("UserModel", ".user", "user_arch"),\n]\n'
+    )
+    return root
+
+
+def test_dependency_order_and_sibling_imports(tmp_path: Path) -> None:
+    root = _sibling_tree(tmp_path)
+    report = apply_paths([root / "user", root / "base"])
+    assert report.order == ["base", "user"]
+    text = (root / "user_modulev3" / "model.py").read_text()
+    assert "from ..base_modulev3.layers import Base" in text
+    assert "# TODO(migrate-v3): MV301 depends on V2 package other" in text
+
+
+def test_registry_entry_printed_and_added_on_request(tmp_path: Path) -> None:
+    root = _sibling_tree(tmp_path)
+    report = apply_paths([root / "base"])
+    assert '_LazyArch("BaseModel_ModuleV3", ".base_modulev3", "base_modulev3_arch"),' in report.registration[0].message
+    assert "BaseModel_ModuleV3" not in (root / "__init__.py").read_text()
+    apply_paths([root / "base"], force=True, register=True)
+    registry = (root / "__init__.py").read_text()
+    assert registry.count('_LazyArch("BaseModel_ModuleV3", ".base_modulev3", "base_modulev3_arch"),') == 1
+    apply_paths([root / "base"], force=True, register=True)
+    assert (root / "__init__.py").read_text() == registry
+
+
+def test_parallel_matches_serial(pkg: Path, tmp_path: Path) -> None:
+    a = apply_paths([pkg], out=tmp_path / "a", jobs=1)
+    b = apply_paths([pkg], out=tmp_path / "b", jobs=2)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    assert [f.todos for f in a.files] == [f.todos for f in b.files]

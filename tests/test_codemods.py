@@ -1,0 +1,171 @@
+"""Fixture pairs are the spec: ``fixtures/<codemod>/<case>.input.py`` → ``.expected.py``.
+
+Every pair runs through the whole pipeline (so a codemod's output is also
+checked against the ones after it), with both name resolvers, and a second
+run over the expected file must change nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+import codemods
+from codemods.base import TODO_RE
+from migrate_v3.pipeline import TransformContext, TransformError, transform_source
+from migrate_v3.rules import RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+CODEMOD_DIRS = [
+    "imports",
+    "module_interface",
+    "tensor_types",
+    "layers",
+    "containers",
+    "parameters",
+    "ops",
+    "graph_compile",
+    "kv_cache",
+    "sharding",
+    "registration",
+    "dependencies",
+]
+CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
+
+
+def _context(case: Path, **overrides: object) -> TransformContext:
+    ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
+    data = json.loads(ctx_file.read_text()) if ctx_file.exists() else {}
+    data.update(overrides)
+    return TransformContext(**data)
+
+
+def _expected(case: Path) -> Path:
+    return case.with_name(case.name.replace(".input.py", ".expected.py"))
+
+
+def _id(case: Path) -> str:
+    return f"{case.parent.name}/{case.name.removesuffix('.input.py')}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_fixture(case: Path) -> None:
+    result = transform_source(case.read_text(), path=str(case), context=_context(case))
+    assert result.code == _expected(case).read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_fixture_precise_names_agree(case: Path) -> None:
+    """libcst's QualifiedNameProvider and the import table give the same output."""
+    result = transform_source(case.read_text(), context=_context(case, precise_names=True))
+    assert result.code == _expected(case).read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_fixture_idempotent(case: Path) -> None:
+    """Second run changes nothing — even with the V3-file gate switched off."""
+    expected = _expected(case).read_text()
+    again = transform_source(expected, context=_context(case, only_v2=False))
+    assert again.code == expected
+    assert not again.changed
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_fixture_todos_match_markers(case: Path) -> None:
+    """Every marker of the output is reported, once, with the line it sits on."""
+    result = transform_source(case.read_text(), context=_context(case))
+    lines = result.code.splitlines()
+    markers = [i + 1 for i, line in enumerate(lines) if TODO_RE.search(line)]
+    assert [t.line for t in result.todos] == markers
+    assert len({(t.line, t.message) for t in result.todos}) == len(result.todos)
+    for todo in result.todos:
+        assert todo.code in RULES
+        assert lines[todo.line - 1].strip().startswith(f"# TODO(migrate-v3): {todo.code} ")
+
+
+def test_each_pair_changes_something_or_is_a_declared_noop() -> None:
+    noops = {c for c in CASES if c.read_text() == _expected(c).read_text()}
+    assert {_id(c) for c in noops} == {
+        "imports/reexport",
+        "module_interface/not_a_module",
+        "tensor_types/v3_noop",
+        "layers/local_linear",
+        "registration/already",
+    }
+
+
+def test_findings_name_known_rules() -> None:
+    for case in CASES:
+        for finding in transform_source(case.read_text(), context=_context(case)).findings:
+            assert finding.code in RULES, (case, finding)
+
+
+def test_order_lists_every_codemod_once_with_docs() -> None:
+    classes = codemods.ORDER
+    assert len(set(classes)) == len(classes)
+    assert classes[-1].__name__ == "Imports", "imports must run last"
+    for cls in classes:
+        doc = cls.__module__ and __import__(cls.__module__, fromlist=["x"]).__doc__
+        assert doc and "MV3" in doc.splitlines()[0] or "MV4" in (doc or ""), cls
+        assert "→" in (doc or ""), f"{cls.__name__} docstring needs a before → after example"
+
+
+def test_rule_examples_appear_in_fixtures() -> None:
+    """Each rule's ``before`` is in some input and its ``after`` in that case's expected."""
+    pairs = [(c.read_text(), _expected(c).read_text()) for c in CASES]
+    missing = [
+        code
+        for code, rule in RULES.items()
+        if code.startswith("MV3") or code.startswith("MV4")
+        if not any(rule.before in i and rule.after in e for i, e in pairs)
+    ]
+    # MV362 (weight adapters) belongs to the weights command, not apply.
+    assert missing == ["MV362"]
+
+
+def test_syntax_error_is_one_line() -> None:
+    with pytest.raises(TransformError) as err:
+        transform_source("from max.nn import Linear\ndef f(:\n", path="bad.py")
+    assert "\n" not in str(err.value) and "bad.py" in str(err.value)
+
+
+def test_v3_file_is_left_alone() -> None:
+    src = "from max.experimental.nn import Module\nfrom max.graph import ops\n\nx = ops.add\n"
+    result = transform_source(src)
+    assert result.code == src and not result.changed and result.kind == "v3"
+
+
+def test_neutral_file_is_not_parsed() -> None:
+    src = "def f(:\n"  # would not parse; a neutral file is never parsed
+    assert transform_source(src).code == src
+
+
+TINYLM = FIXTURES / "models" / "tinylm"
+
+
+@pytest.mark.parametrize("name", ["layers.py", "model.py"])
+def test_tinylm_output_is_v3_and_stable(name: str) -> None:
+    result = transform_source((TINYLM / name).read_text())
+    tree = ast.parse(result.code)
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in modules if m and (m == "max.nn" or m.startswith("max.nn."))}
+    assert "TensorValue" not in {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "def __call__" not in result.code
+    again = transform_source(result.code, context=TransformContext(only_v2=False))
+    assert again.code == result.code
+
+
+def test_tinylm_layers_keep_v2_numerics() -> None:
+    code = transform_source((TINYLM / "layers.py").read_text()).code
+    assert "Linear(in_dim=hidden, out_dim=ffn, bias=False)" in code
+    assert "Linear(in_dim=ffn, out_dim=hidden, bias=True)" in code
+    assert "LayerNorm(dim=hidden, eps=eps, keep_dtype=False)" in code
+    assert "MultiplyBeforeCastRMSNorm(dim=hidden, eps=eps)" in code
+    tree = cst.parse_module(code)
+    classes = [s.name.value for s in tree.body if isinstance(s, cst.ClassDef)]
+    assert classes[0] == "MultiplyBeforeCastRMSNorm"
