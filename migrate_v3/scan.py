@@ -27,6 +27,9 @@ _IMPORT = re.compile(
     r"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*(?:\\\n[^\n#;]*)*)"
     r"|import[ \t]+([^\n#;]*(?:\\\n[^\n#;]*)*))",
 )
+_CALL = re.compile(r"[ \t]*\(")
+#: Rules about constructor calls: other uses of those names follow their import.
+_CONSTRUCTOR_RULES = frozenset({"MV340", "MV350", "MV351"})
 _CLASS_HEAD = re.compile(r"[ \t]*class[ \t]+\w+[ \t]*\(")
 _CLASS = re.compile(r"([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:")
 _DEF = re.compile(r"^([ \t]+)(?:async[ \t]+)?def[ \t]+(__call__|__init__)\b", re.M)
@@ -531,6 +534,13 @@ def _scan_uses(
             result.v2 = True
         elif resolved.kind == "interop":
             result.interop = True
+        if resolved.code in _CONSTRUCTOR_RULES:
+            if _in_class_header(text, start):
+                # A subclass of a V2 layer: its super().__init__ call and
+                # overrides follow the V2 signature, so a person ports it.
+                resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
+            elif not _CALL.match(text, m.end()):
+                continue  # an annotation or isinstance(): the import rewrite covers it
         if resolved.code is not None and not (resolved.kind == "interop" and not rest and resolved.code == "MV370"):
             raw.append((start, resolved.code, resolved.message))
 
