@@ -114,6 +114,11 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
 
 
 def _module_file(base: Path, parts: list[str]) -> Path | None:
+    return _module_file_cached(base, tuple(parts))
+
+
+@lru_cache(maxsize=16384)
+def _module_file_cached(base: Path, parts: tuple[str, ...]) -> Path | None:
     for k in range(len(parts), 0, -1):
         candidate = base.joinpath(*parts[:k])
         if candidate.with_suffix(".py").is_file():

@@ -70,14 +70,17 @@ def _walk(root: Path, patterns: tuple[str, ...], defaults: tuple[str, ...], resu
             result.errors.append((str(directory), exc.strerror or str(exc)))
             ancestors.pop()
             return
+        prefix = len(str(root)) + 1
         for entry in entries:
-            child = Path(entry.path)
-            rel = child.relative_to(root).as_posix()
             try:
                 is_dir = entry.is_dir()
             except OSError as exc:
-                result.errors.append((str(child), exc.strerror or str(exc)))
+                result.errors.append((entry.path, exc.strerror or str(exc)))
                 continue
+            if not is_dir and not entry.name.endswith((".py", ".pyi")):
+                continue
+            child = Path(entry.path)
+            rel = entry.path[prefix:]
             if is_dir:
                 if _excluded(rel, entry.name, defaults + patterns):
                     continue
@@ -87,8 +90,8 @@ def _walk(root: Path, patterns: tuple[str, ...], defaults: tuple[str, ...], resu
                         result.errors.append((str(child), f"symbolic link loop (points back to {target})"))
                         continue
                 yield from visit(child)
-            elif entry.name.endswith(".py") or entry.name.endswith(".pyi"):
-                if _excluded(rel, entry.name, patterns):
+            else:
+                if patterns and _excluded(rel, entry.name, patterns):
                     continue
                 if entry.is_symlink() and not child.exists():
                     result.errors.append((str(child), "broken symbolic link"))

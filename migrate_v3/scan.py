@@ -468,16 +468,28 @@ def _older(current: str | None, new: str | None) -> str | None:
     return current if order.index(current) <= order.index(new) else new
 
 
-_NAME_RE_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
+_DOTTED = re.compile(r"(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*")
 
 
-def _uses_regex(names: tuple[str, ...]) -> re.Pattern[str]:
-    pattern = _NAME_RE_CACHE.get(names)
-    if pattern is None:
-        alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-        pattern = re.compile(rf"(?:{alternatives})\b(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*")
-        _NAME_RE_CACHE[names] = pattern
-    return pattern
+def _uses(text: str, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of each dotted use of ``names``, found with str.find.
+
+    One find loop per name beats compiling a regex alternation per file
+    (files import different names, so such patterns rarely repeat).
+    """
+    spans: list[tuple[int, int]] = []
+    for name in names:
+        size = len(name)
+        for start in _occurrences(text, name):
+            end = start + size
+            if start and (text[start - 1].isalnum() or text[start - 1] in "_."):
+                continue
+            if end < len(text) and (text[end].isalnum() or text[end] == "_"):
+                continue
+            dotted = _DOTTED.match(text, end)
+            spans.append((start, dotted.end() if dotted else end))
+    spans.sort()
+    return spans
 
 
 _MODULE_ROOTS = ("max.nn", "max.graph", "max.pipelines")
@@ -488,12 +500,12 @@ def _worth_scanning(target: str, nn_is_v3: bool) -> bool:
 
     ModuleV3 names already counted at their import, and names V3 keeps
     (``DType``, ``DeviceRef``, ``KVCacheParams``...) are most of the uses in a
-    file, so leaving them out of the pattern is most of check's speed.
+    file, so leaving them out of the search is most of check's speed.
     """
     if not target.startswith("max"):
         return False
     resolved = lookup(target, nn_is_v3=nn_is_v3)
-    if resolved.kind in {"v2", "interop"} or (resolved.kind == "keep" and resolved.code):
+    if resolved.kind in {"v2", "interop", "base"} or (resolved.kind == "keep" and resolved.code):
         return True
     if resolved.kind == "none" and (target == "max" or target.startswith(_MODULE_ROOTS)):
         return not target.rsplit(".", 1)[-1][:1].isupper()  # a module: its attributes may be V2
@@ -512,13 +524,10 @@ def _scan_uses(
     relevant = tuple(sorted(local for local, target in aliases.items() if _worth_scanning(target, nn_is_v3)))
     if not relevant:
         return
-    for m in _uses_regex(relevant).finditer(text):
-        start = m.start()
-        if start and (text[start - 1].isalnum() or text[start - 1] in "_."):
-            continue
+    for start, end in _uses(text, relevant):
         if import_spans.contains(start) or strings.contains(start) or _in_line_string_or_comment(text, start):
             continue
-        dotted = m.group()
+        dotted = text[start:end]
         if " " in dotted or "\t" in dotted:
             dotted = _BLANKS.sub("", dotted)
         head, _, rest = dotted.partition(".")
@@ -527,7 +536,9 @@ def _scan_uses(
         if resolved.kind == "base":
             if not _in_class_header(text, start):
                 continue  # a common base used as a type: fine in V3 code
-            resolved = Resolved("v2", resolved.code, resolved.message)
+            # Deriving from it makes a V2 pipeline model unless the file is ModuleV3
+            # (a V3 model may derive from PipelineModelWithKVCache directly).
+            resolved = Resolved("interop", resolved.code, resolved.message)
         if resolved.kind == "v3":
             result.v3 = True
         elif resolved.kind == "v2":
@@ -539,7 +550,7 @@ def _scan_uses(
                 # A subclass of a V2 layer: its super().__init__ call and
                 # overrides follow the V2 signature, so a person ports it.
                 resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
-            elif not _CALL.match(text, m.end()):
+            elif not _CALL.match(text, end):
                 continue  # an annotation or isinstance(): the import rewrite covers it
         if resolved.code is not None and not (resolved.kind == "interop" and not rest and resolved.code == "MV370"):
             raw.append((start, resolved.code, resolved.message))

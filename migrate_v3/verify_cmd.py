@@ -6,6 +6,7 @@ only when the command runs.
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
@@ -38,6 +39,10 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--no-auto", is_flag=True, help="Only classes the spec names.")
 @click.option("--no-mypy", is_flag=True, help="Skip the mypy comparison.")
 @click.option("--no-compile", is_flag=True, help="Static checks only (keys, hyper-parameters).")
+@click.option("--mypy-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="mypy cache directory (default ~/.cache/migrate-v3/mypy).")
+@click.option("--apply-report", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="apply's --report JSON: attach its TODOs to the classes that fail.")
 @click.option("--greedy", default=0, type=int, help="Also compare N greedy tokens (text models).")
 @click.option("--atol", type=float, default=None, help="Override the dtype's absolute tolerance.")
 @click.option("--rtol", type=float, default=None, help="Override the dtype's relative tolerance.")
@@ -45,14 +50,14 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
               show_default=True)
 def verify(v2_path: Path, v3_path: Path, spec: Path | None, weights: Path | None, device: str,
            dtype: str | None, seed: int, only: tuple[str, ...], all_classes: bool,
-           pairs: tuple[str, ...], no_auto: bool, no_mypy: bool, no_compile: bool, greedy: int,
+           pairs: tuple[str, ...], no_auto: bool, no_mypy: bool, no_compile: bool, mypy_cache: Path | None, apply_report: Path | None, greedy: int,
            atol: float | None, rtol: float | None, fmt: str) -> None:
     """Prove a migration: V2 vs V3 numerics, weight-key alignment, mypy.
 
     Exit codes: 0 all pass, 1 a mismatch, 2 could not run.
     """
-    from migrate_v3.verify import run_verify
     from migrate_v3.verify.render import render_json, render_text
+    from migrate_v3.verify.runner import run_verify
 
     tolerance = None
     if atol is not None or rtol is not None:
@@ -61,11 +66,13 @@ def verify(v2_path: Path, v3_path: Path, spec: Path | None, weights: Path | None
         v2_path, v3_path, spec=spec, weights=weights, device=device, dtype=dtype, seed=seed,
         only=list(only) or None, all_classes=all_classes, pairs=_pairs(pairs),
         auto=not no_auto, mypy=not no_mypy, compile=not no_compile, greedy=greedy,
-        tolerance=tolerance, progress=fmt == "text",
+        tolerance=tolerance, progress=fmt == "text", mypy_cache=mypy_cache,
+        apply_report=apply_report,
     )
-    out = click.get_text_stream("stdout")
+    out = io.StringIO()
     if fmt == "json":
         render_json(report, out)
     else:
-        render_text(report, out, color=out.isatty())
+        render_text(report, out, color=sys.stdout.isatty())
+    click.echo(out.getvalue(), nl=False)
     sys.exit(report.exit_code)

@@ -45,10 +45,19 @@ def align_keys(
 
 
 def _missing_detail(key: str, sig: Signature) -> str:
-    detail = f"V3 parameter {list(sig[0])} {sig[1]} has no checkpoint entry"
-    if key.endswith(".bias") or key == "bias":
-        detail += " (V3 Linear defaults to bias=True; V2 to has_bias=False)"
-    return detail
+    return f"V3 parameter {list(sig[0])} {sig[1]} has no checkpoint entry"
+
+
+LINEAR_BIAS_HINT = " (V3 Linear defaults to bias=True, V2 to has_bias=False: pass bias=False)"
+
+
+def mark_linear_biases(alignment: KeyAlignment, linear_paths: set[str]) -> None:
+    """Explain a missing ``<linear>.bias``: the api-map 10.1 default flip."""
+    for issue in alignment.issues:
+        if issue.kind == "missing" and issue.key.endswith("bias"):
+            owner = issue.key.rsplit(".", 1)[0] if "." in issue.key else ""
+            if owner in linear_paths:
+                issue.detail += LINEAR_BIAS_HINT
 
 
 def suggest(

@@ -98,7 +98,7 @@ def _v3_values(cls: type, v2_values: dict[str, Any]) -> dict[str, Any] | str:
     for param in list(inspect.signature(init).parameters.values())[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
-        if param.name in v2_values and v2_values[param.name] not in (DTYPE, DEVICE, DEVICES):
+        if param.name in v2_values:
             value = v2_values[param.name]
             ann = hints.get(param.name)
             if (
@@ -111,7 +111,7 @@ def _v3_values(cls: type, v2_values: dict[str, Any]) -> dict[str, Any] | str:
             values[param.name] = value
         elif param.default is param.empty:
             ok, value = _simple_value(param.name, hints.get(param.name, param.annotation))
-            if not ok or value in (DTYPE, DEVICE, DEVICES):
+            if not ok:
                 return f"V3 constructor parameter {param.name!r} has no V2 counterpart"
             values[param.name] = value
     return values
@@ -135,8 +135,9 @@ def _vocab(values: dict[str, Any]) -> int | None:
     for name, value in values.items():
         if "vocab" in name and isinstance(value, int):
             return value
-        if dataclasses.is_dataclass(value) and isinstance(getattr(value, "vocab_size", None), int):
-            return int(value.vocab_size)
+        vocab = getattr(value, "vocab_size", None) if dataclasses.is_dataclass(value) else None
+        if isinstance(vocab, int):
+            return vocab
     return None
 
 

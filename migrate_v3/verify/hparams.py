@@ -11,13 +11,14 @@ semantic flips of api-map section 10 (RMSNorm ``multiply_before_cast`` /
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from migrate_v3.verify.report import HParamIssue
 
 # Same name, different meaning across the APIs, or bookkeeping only.
 IGNORED = {"device", "devices", "dtype", "name", "quant_config", "config", "training"}
 SCALARS = (bool, int, float, str)
+Severity = Literal["error", "warning"]
 
 
 def v2_modules(module: Any) -> Iterator[tuple[str, Any]]:
@@ -66,7 +67,7 @@ def _semantic(path: str, v2: Any, v3: Any, low_precision: bool) -> list[HParamIs
     from max.nn.norm import RMSNorm as V2RMSNorm
 
     issues: list[HParamIssue] = []
-    dtype_sev = "error" if low_precision else "warning"
+    dtype_sev: Severity = "error" if low_precision else "warning"
     if isinstance(v2, V2RMSNorm) and type(v2).__call__ is V2RMSNorm.__call__:
         sem = _rms_semantics(v3)
         if sem is not None:

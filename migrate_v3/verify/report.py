@@ -116,6 +116,7 @@ class ClassResult:
     outputs: list[OutputCheck] = field(default_factory=list)
     greedy: GreedyCheck | None = None
     seconds: float = 0.0
+    todos: list[str] = field(default_factory=list)
 
     @property
     def causes(self) -> list[str]:
@@ -124,10 +125,10 @@ class ClassResult:
         if self.reason:
             out.append(self.reason)
         if self.alignment is not None:
-            for issue in self.alignment.issues:
-                out.append(f"weight key {issue.kind}: {issue.key} {issue.detail}".rstrip())
             for s in self.alignment.suggestions:
                 out.append(f"suggestion: {s.describe()}")
+            for issue in self.alignment.issues:
+                out.append(f"weight key {issue.kind}: {issue.key} {issue.detail}".rstrip())
         for h in self.hparams:
             if h.severity == "error":
                 out.append(f"{h.path or '<root>'}.{h.name}: V2 {h.v2} != V3 {h.v3} {h.why}".rstrip())
@@ -139,6 +140,7 @@ class ClassResult:
                 )
         if self.greedy is not None and not self.greedy.passed:
             out.append("greedy tokens differ")
+        out.extend(f"apply TODO {t}" for t in self.todos)
         return out
 
 

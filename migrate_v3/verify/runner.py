@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from migrate_v3.verify import sides
-from migrate_v3.verify.align import align_keys
+from migrate_v3.verify.align import align_keys, mark_linear_biases
 from migrate_v3.verify.auto import auto_case, constructor_values
 from migrate_v3.verify.compare import compare_output
 from migrate_v3.verify.hparams import compare_hparams, v2_modules
 from migrate_v3.verify.loader import LoadedSide, load_side, module_classes
 from migrate_v3.verify.progress import Progress, make_progress
-from migrate_v3.verify.report import ClassResult, GreedyCheck, VerifyReport
+from migrate_v3.verify.report import ClassResult, GreedyCheck, Status, VerifyReport
 from migrate_v3.verify.spec import Case, Spec, find_pyproject_spec, load_spec
 from migrate_v3.verify.tensors import load_checkpoint, random_state_dict
 
@@ -46,6 +46,7 @@ class VerifyOptions:
     pairs: dict[str, str] = field(default_factory=dict)
     progress: bool = False
     mypy_cache: Path | None = None
+    apply_report: Any = None
 
 
 @dataclass
@@ -86,14 +87,20 @@ def _case_for(name: str, v2_cls: type, v3_cls: type, spec: Spec, opts: VerifyOpt
         return case, None, f"V2 construction failed: {type(exc).__name__}: {exc}"
 
 
-def _roots(plans: list[_Plan]) -> set[str]:
-    """Plans whose V2 class does not occur inside another plan's module."""
-    inner: set[type] = set()
+def _covered_by(plans: list[_Plan]) -> dict[str, str]:
+    """Plan name -> a root plan whose module contains it; roots map to themselves."""
+    inner: dict[type, str] = {}
     for plan in plans:
         for path, child in v2_modules(plan.v2_module):
             if path:
-                inner.add(type(child))
-    return {p.name for p in plans if p.v2_cls not in inner}
+                inner.setdefault(type(child), plan.name)
+    cover = {p.name: inner.get(p.v2_cls, p.name) for p in plans}
+    for name in cover:  # follow chains up to a root
+        seen = {name}
+        while cover[cover[name]] != cover[name] and cover[name] not in seen:
+            seen.add(cover[name])
+            cover[name] = cover[cover[name]]
+    return cover
 
 
 def _pairs(v2: dict[str, type], v3: dict[str, type], explicit: Mapping[str, str]) -> list[tuple[str, type, type | None]]:
@@ -102,6 +109,9 @@ def _pairs(v2: dict[str, type], v3: dict[str, type], explicit: Mapping[str, str]
 
 def run_verify(v2_path: str | Path, v3_path: str | Path, **options: Any) -> VerifyReport:
     """Verify a migration; ``options`` are :class:`VerifyOptions` fields."""
+    for key in ("spec", "weights", "mypy_cache", "apply_report"):
+        if isinstance(options.get(key), str):
+            options[key] = Path(options[key])
     opts = VerifyOptions(**options)
     progress = make_progress(opts.progress)
     try:
@@ -121,7 +131,8 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
     if opts.mypy:
         from migrate_v3.verify.typecheck import start_both
 
-        mypy_job = start_both(v2_path, v3_path, opts.mypy_cache)
+        cache = opts.mypy_cache or Path.home() / ".cache" / "migrate-v3" / "mypy"
+        mypy_job = start_both(v2_path, v3_path, cache)
     try:
         target = sides.make_target(opts.device)
         spec_path = opts.spec or find_pyproject_spec(v3_path, v2_path)
@@ -134,6 +145,7 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
         return report
     dtype = opts.dtype or spec.dtype or "float32"
     report.classes, plans = _plan(side2, side3, spec, opts, target, dtype)
+    members = {p.name: {type(m).__name__ for _, m in v2_modules(p.v2_module)} for p in plans}
     progress.set_total(2 * len(plans) if opts.compile else 0)
     session = sides.new_session(target) if plans else None
     for plan in plans:
@@ -142,9 +154,36 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
         report.classes.append(result.result)
     order = {name: i for i, name in enumerate(module_classes(side2, sides.v2_base()))}
     report.classes.sort(key=lambda c: order.get(c.name, len(order)))
+    if opts.apply_report is not None:
+        _attach_todos(report, opts.apply_report, module_classes(side3, sides.v3_base()), members)
     _finish_mypy(report, mypy_job)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _attach_todos(report: VerifyReport, apply_report: Any, v3_classes: dict[str, type],
+                  members: dict[str, set[str]]) -> None:
+    """Give each failing class the apply TODOs of the files defining it and its parts."""
+    import inspect
+
+    from migrate_v3.verify.apply_report import todos_by_file
+
+    todos = todos_by_file(apply_report)
+    for result in report.classes:
+        if result.status in ("pass", "skipped"):
+            continue
+        files: list[str] = []
+        for name in sorted(members.get(result.name, set()) | {result.name}):
+            cls = v3_classes.get(name)
+            if cls is None:
+                continue
+            try:
+                source = str(Path(inspect.getfile(cls)).resolve())
+            except (TypeError, OSError):
+                continue
+            if source not in files:
+                files.append(source)
+        result.todos = [t for f in files for t in todos.get(f, [])]
 
 
 def _finish_mypy(report: VerifyReport, job: Any) -> None:
@@ -175,21 +214,22 @@ def _plan(side2: LoadedSide, side3: LoadedSide, spec: Spec, opts: VerifyOptions,
             continue
         case, module, reason = _case_for(name, v2_cls, v3_cls, spec, opts, target, dtype)
         if case is None or module is None:
-            status = "error" if case is not None else "skipped"
+            status: Status = "error" if case is not None else "skipped"
             results.append(ClassResult(name, status, reason))
             continue
         plans.append(_Plan(name, v2_cls, v3_cls, case, module))
     for f, e in side2.errors.items():
         results.append(ClassResult(Path(f).name, "skipped", f"V2 module failed to import: {e}"))
     if not (opts.all_classes or only):
-        roots = _roots(plans)
+        cover = _covered_by(plans)
         for plan in plans:
-            if plan.name not in roots:
+            if cover[plan.name] != plan.name:
                 results.append(ClassResult(
                     plan.name, "skipped",
-                    "covered by an enclosing class's graph (use --all-classes or --only to compile it alone)",
+                    f"covered by the enclosing class {cover[plan.name]}'s graph "
+                    "(use --all-classes or --only to compile it alone)",
                 ))
-        plans = [p for p in plans if p.name in roots]
+        plans = [p for p in plans if cover[p.name] == p.name]
     return results, plans
 
 
@@ -214,6 +254,12 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
     v2 = plan.v2_module
     if checkpoint is not None:
         weights, signature = checkpoint
+        lacking = sorted(set(sides.v2_signature(v2)) - set(weights))
+        if lacking:
+            result.status = "error"
+            result.reason = (f"the checkpoint lacks {len(lacking)} V2 weights "
+                             f"(e.g. {', '.join(lacking[:3])}); it must use V2 names")
+            return out
     else:
         signature = sides.v2_signature(v2)
         weights = random_state_dict(signature, opts.seed)
@@ -226,6 +272,7 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
         result.status, result.reason = "fail", f"V3 construction failed: {type(exc).__name__}: {exc}"
         return out
     result.alignment = align_keys(v3_signature_ckpt, sides.v3_signature(v3))
+    mark_linear_biases(result.alignment, sides.v3_linear_paths(v3))
     result.hparams = compare_hparams(v2, v3, low_precision=run_dtype not in ("float32", "float64"))
     failed = not result.alignment.ok or any(h.severity == "error" for h in result.hparams)
     if result.alignment.blocks_compile:
@@ -243,7 +290,8 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
     try:
         with progress.step(f"{plan.name}: compile V2"):
             out.compiles += 1
-            run2 = sides.compile_v2(v2, weights, types, target, session)
+            v2_weights = {k: weights[k] for k in sides.v2_signature(v2)}
+            run2 = sides.compile_v2(v2, v2_weights, types, target, session)
             ref = run2(inputs)
     except Exception as exc:  # noqa: BLE001 - cannot build the reference
         result.status = "error"

@@ -80,6 +80,15 @@ def v3_signature(module: Any) -> Signature:
     }
 
 
+def v3_linear_paths(module: Any) -> set[str]:
+    """Attribute paths of the V3 Linear layers (root is ``""``)."""
+    from max.experimental.nn import Linear
+
+    from migrate_v3.verify.hparams import v3_modules
+
+    return {path for path, m in v3_modules(module) if isinstance(m, Linear)}
+
+
 def build_v2(case: Case, cls: type, target: Target, dtype: str) -> Any:
     return case.build("v2", cls, BuildContext(dtype_of(dtype), target.ref))
 

@@ -56,6 +56,7 @@ class Input:
     low: float = 0.0
     high: float = 1.0
     scale: float = 1.0
+    fill: float | None = None
 
     def compile_dims(self) -> tuple[int | str, ...]:
         return self.dims if self.dims is not None else tuple(self.shape)
@@ -190,6 +191,7 @@ def _spec_from_toml(path: Path) -> Spec:
                 low=i.get("low", 0.0),
                 high=i.get("high", 1.0),
                 scale=i.get("scale", 1.0),
+                fill=i.get("fill"),
             )
             for i in raw.get("inputs", [])
         ]

@@ -69,7 +69,9 @@ def random_input(spec: Input, index: int, seed: int, dtype: str) -> Any:
     """Seeded input; ``spec.dtype == '$dtype'`` follows the run's dtype."""
     rng = _rng(seed, f"input{index}")
     resolved = dtype if spec.dtype == "$dtype" else spec.dtype
-    if resolved.startswith(("int", "uint")):
+    if spec.fill is not None:
+        values = np.full(spec.shape, spec.fill)
+    elif resolved.startswith(("int", "uint")):
         values = rng.integers(int(spec.low), int(spec.high), size=spec.shape)
     elif resolved == "bool":
         values = rng.integers(0, 2, size=spec.shape)

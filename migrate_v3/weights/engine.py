@@ -2,7 +2,8 @@
 
 This is the seed's `add_hf_weight` contract: `add` returns None while a
 many-to-one rule is still waiting for parts (parked per group, i.e. per layer
-/ expert prefix), or the dict of produced entries once a group is complete.
+/ expert prefix), or the dict of produced entries once a group is complete
+(empty for a `drop`).
 `finish` raises `LeftoverPartsError` listing every group still parked. The
 same class runs the reverse direction with `ruleset.inverse()`.
 """

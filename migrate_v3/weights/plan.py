@@ -11,6 +11,7 @@ the rule's `placement` hint is used instead, and the plan says so.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,10 +53,14 @@ def _shares(nbytes: int, shape: tuple[int, ...], axis: int, n: int) -> list[int]
 
 
 def _from_placement(p: Placement, nbytes: int, shape: tuple[int, ...], n: int) -> tuple[str, list[int]] | None:
-    if p.kind == "replicated" or (p.kind == "device" and n == 1):
+    if n == 1 or p.kind == "replicated":
         return "replicated", [nbytes] * n
     if p.kind == "sharded" and p.axis is not None:
-        return ("column" if p.axis == 0 else "row"), _shares(nbytes, shape, p.axis, n)
+        kind = "column" if p.axis == 0 else "row"
+        if len(p.shard_shapes) == n:  # the module's own shard shapes
+            total = math.prod(shape) or 1
+            return kind, [nbytes * math.prod(s) // total for s in p.shard_shapes]
+        return kind, _shares(nbytes, shape, p.axis, n)
     if p.kind == "device" and p.device is not None:
         shares = [0] * n
         shares[p.device % n] = nbytes
@@ -130,15 +135,20 @@ def build_plan(
 
 
 def render(plan: Plan) -> str:
-    gib = 1024**3
-    lines = [f"weights per device ({plan.devices} devices); placements: {plan.source}", ""]
-    header = f"{'device':>6}  " + "  ".join(f"{k:>11}" for k in KINDS) + f"  {'total GiB':>10}"
-    lines.append(header)
-    for d, total in enumerate(plan.per_device()):
-        cells = "  ".join(f"{plan.bytes.get(k, [0] * plan.devices)[d] / gib:>11.3f}" for k in KINDS)
-        lines.append(f"{d:>6}  {cells}  {total / gib:>10.3f}")
+    per = plan.per_device()
+    unit, scale = ("GiB", 1024**3) if max(per, default=0) >= 1024**3 else ("MiB", 1024**2)
+    lines = [
+        f"weights per device ({plan.devices} devices), {unit}; placements: {plan.source}",
+        "column = sharded on axis 0 (out features / vocab), row = sharded on axis 1, "
+        "expert = whole experts on one device",
+        "",
+        f"{'device':>6}  " + "  ".join(f"{k:>11}" for k in KINDS) + f"  {'total':>11}",
+    ]
+    for d, total in enumerate(per):
+        cells = "  ".join(f"{plan.bytes.get(k, [0] * plan.devices)[d] / scale:>11.3f}" for k in KINDS)
+        lines.append(f"{d:>6}  {cells}  {total / scale:>11.3f}")
     lines.append("")
-    lines.append(f"sum over devices: {sum(plan.per_device()) / gib:.3f} GiB")
+    lines.append(f"sum over devices: {sum(per) / scale:.3f} {unit}")
     for why, count in plan.derived.items():
         lines.append(f"derived from rules for {count:,} parameters: {why}")
     if plan.unknown:

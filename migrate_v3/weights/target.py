@@ -36,6 +36,7 @@ class Placement:
     axis: int | None = None
     device: int | None = None
     mesh_size: int = 1
+    shard_shapes: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def _placement(tensor: Any) -> Placement | None:
     if kind == "Replicated":
         return Placement("replicated", mesh_size=len(devices))
     if kind == "Sharded":
-        return Placement("sharded", axis=int(p.axis), mesh_size=len(devices))
+        shards = tuple(tuple(int(d) for d in s.shape) for s in tensor.local_shards)
+        return Placement("sharded", axis=int(p.axis), mesh_size=len(devices), shard_shapes=shards)
     return Placement("unknown", mesh_size=len(devices))
 
 
