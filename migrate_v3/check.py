@@ -85,6 +85,9 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
         except OSError as exc:
             out[name] = Classified(FileResult(name, "error", error=exc.strerror or str(exc)))
             continue
+        if not cache.enabled:
+            todo.append((name, data))
+            continue
         key = digest(data) + flag
         keys[name] = key
         hit = cache.get(name, key)
@@ -100,12 +103,14 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
             for pile, future in zip(piles, futures, strict=True):
                 for (name, _), packed in zip(pile, future.result(), strict=True):
                     out[name] = _unpack(name, packed)
-                    cache.put(name, keys[name], packed)
+                    if name in keys:
+                        cache.put(name, keys[name], packed)
     else:
         for name, data in todo:
             packed = _pack(classify_bytes(data, name, check_syntax=settings.syntax))
             out[name] = _unpack(name, packed)
-            cache.put(name, keys[name], packed)
+            if name in keys:
+                cache.put(name, keys[name], packed)
     cache.save()
     return out
 
