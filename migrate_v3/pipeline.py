@@ -8,7 +8,6 @@ cheap and make it idempotent on V3 code.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,15 +16,12 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import ORDER
 from codemods.base import TODO_RE, Codemod, FileState, TransformContext, engine_class, make_resolver
+from migrate_v3.classify import kind_of
 from migrate_v3.findings import Finding
+from migrate_v3.scan import scan_source
 
 __all__ = ["TransformContext", "TransformError", "TransformResult", "classify_source", "transform_source"]
 
-_V3 = re.compile(r"^[ \t]*(?:from[ \t]+max\.experimental\b|import[ \t]+max\.experimental\b)", re.M)
-_V2 = re.compile(
-    r"^[ \t]*(?:from[ \t]+max\.(?:nn|graph)\b|import[ \t]+max\.(?:nn|graph)\b|from[ \t]+max[ \t]+import[ \t]+\(?[^\n]*\b(?:nn|graph)\b)",
-    re.M,
-)
 
 
 class TransformError(Exception):
@@ -47,12 +43,17 @@ class TransformResult:
 
 
 def classify_source(source: str) -> str:
-    """``v3`` when it imports max.experimental, ``v2`` for max.nn/max.graph, else ``neutral``."""
-    if _V3.search(source):
-        return "v3"
-    if _V2.search(source):
-        return "v2"
-    return "neutral"
+    """``v3``, ``v2`` or ``neutral``: check's classifier, so both commands agree.
+
+    A mixed file (ModuleV3 code that still uses V2 layers) and ModuleV3 code
+    written against an older release's namespaces are ``v2`` here: both have
+    sites apply rewrites.
+    """
+    scan = scan_source(source)
+    kind = kind_of(scan)
+    if kind == "mixed" or (kind == "v3" and scan.release in {"25.6/25.7", "26.1"}):
+        return "v2"  # V2 sites, or an older release's namespaces, to rewrite
+    return kind
 
 
 def todo_markers(code: str) -> list[Finding]:
