@@ -4,7 +4,8 @@ Each codemod is one concern with one rule-code prefix (see its docstring).
 They run in a single traversal (``codemods.base.Engine``): at every node the
 hooks run in this order, so e.g. ``ops`` sees the original ``ops.X`` names,
 ``module_interface`` sees annotations already rewritten by ``tensor_types``,
-and ``imports`` (last, on the whole module) sees what everything else used.
+and ``imports`` (on the whole module) sees what everything else used. Only
+``residual`` runs after it, and it adds comments only.
 """
 
 from __future__ import annotations
@@ -19,23 +20,33 @@ from codemods.layers import LayerConstructors
 from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
 from codemods.parameters import Parameters
+from codemods.pipeline_model import PipelineModels
 from codemods.registration import Registration
+from codemods.residual import Residual
+from codemods.self_imports import SelfImports
 from codemods.sharding import Sharding
 from codemods.tensor_types import TensorTypes
+from codemods.tied_embeddings import TiedEmbeddings
+from codemods.weight_adapters import WeightAdapters
 
 ORDER: list[type[Codemod]] = [
-    GraphCompile,  # MV38x: flag Graph/session/state_dict sites (TODO only)
+    GraphCompile,  # MV380-382: Graph + session.load → F.lazy() + model.compile()
+    PipelineModels,  # MV383: V2 PipelineModel classes → ModuleV3 pipeline bases and hooks
     KVCache,  # MV38x: flag KV-cache plumbing (TODO only)
     Sharding,  # MV39x: flag sharding/collectives (TODO only)
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)
+    WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
+    TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
     Containers,  # MV35x: LayerList/Sequential
     Ops,  # MV37x: ops.X → F.X, graph-value APIs
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
+    SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
     Registration,  # MV303: arch.py / __init__.py registration names
-    Imports,  # MV31x: last — imports follow what the code now uses
+    Imports,  # MV31x: imports follow what the code now uses
+    Residual,  # safety net, after the imports settle: TODO on every V2 site check still sees (comments only)
 ]
 
 __all__ = ["ORDER", "Codemod"]

@@ -1,33 +1,61 @@
-"""MV38x — graph construction and pipeline models (flagged, not rewritten yet).
+"""MV380/MV381/MV382 — explicit V2 Graph building becomes ``F.lazy()`` + ``model.compile()``.
 
-Explicit ``Graph(...)`` building, ``session.load(graph, weights_registry=...)``,
-V2 ``state_dict``/``load_state_dict``/``trace`` and V2 ``PipelineModel`` bases
-become ``F.lazy()`` + ``model.compile(*types, weights=...)`` and the ModuleV3
-pipeline bases. That rewrite is a later issue: these sites are left unchanged
-with a TODO so nothing breaks silently.
+The whole recognised pattern (see ``codemods.graph_build``) is rewritten: the
+model is constructed under ``F.lazy()`` (and ``default_dtype`` when its dtype
+argument is known), moved with ``model.to(ref.to_device())`` when the input
+types name one DeviceRef, and compiled with the checkpoint that V2 passed to
+``load_state_dict``. ``session.load(g, weights_registry=m.state_dict())``
+becomes the compiled model itself and ``c.execute(...)[i]`` reads
+``.driver_tensor`` so callers still get a ``Buffer``. Anything that does not
+match exactly keeps a TODO saying why and showing the V3 shape.
 
-    with Graph("m", input_types=types) as graph:
-    →  # TODO(migrate-v3): MV380 build under F.lazy() and call model.compile(*input_types, weights=...)
-       with Graph("m", input_types=types) as graph:
+    model = TinyLM(cfg, DType.float32, device)
+    model.load_state_dict(sd)
+    with Graph("m", input_types=[t]) as graph:
+        graph.output(model(graph.inputs[0].tensor))
+    →  with F.lazy(), default_dtype(DType.float32):
+           model = TinyLM(cfg, DType.float32, device)
+       model.to(device.to_device())
+       graph = model.compile(t, weights=sd)
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.graph_build import Builder, GraphPlan, plan_module
 
-_V2_PIPELINE_BASES = {
-    "PipelineModel": "ModuleV3PipelineModel",
-    "PipelineModelWithKVCache": "ModuleV3PipelineModelWithKVCache",
-    "GraphPipelineModelWithKVCache": "ModuleV3PipelineModelWithKVCache",
-    "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
-}
 _STATE_DICT = {
     "load_state_dict": "pass weights=state_dict to model.compile() instead",
     "state_dict": "V3 modules have no state_dict(): compile(weights=...) takes the checkpoint",
     "raw_state_dict": "V3 modules have no raw_state_dict()",
 }
+_V3_SHAPE = (
+    "`with F.lazy(): model = X(...)`; `model.to(device)`; "
+    "`compiled = model.compile(*input_types, weights=state_dict)`; `compiled(*inputs)` returns Tensors"
+)
+_TENSOR_MODULE = "max.experimental.tensor"
+_COMPILATION_MODULE = "max.experimental.compilation"
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _stmt(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+def _drop_own_todos(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
+    """The statement's leading lines without the MV38x TODOs that the rewrite supersedes."""
+    keep = []
+    lines: list[cst.EmptyLine] = list(getattr(stmt, "leading_lines", ()))
+    for line in lines:
+        text = line.comment.value if line.comment is not None else ""
+        if not text.startswith(f"{TODO_PREFIX}MV38"):
+            keep.append(line)
+    return keep
 
 
 class GraphCompile(Codemod):
@@ -40,14 +68,13 @@ class GraphCompile(Codemod):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.class_depth = 0
+        self.plan = GraphPlan()
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.plan = plan_module(node, self.qualname)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.class_depth += 1
-        for base in node.bases:
-            qual = self.qualname(base.value.value if isinstance(base.value, cst.Subscript) else base.value)
-            name = qual.rsplit(".", 1)[1] if qual and qual.startswith("max.pipelines") else None
-            if name in _V2_PIPELINE_BASES:
-                self.todo("MV383", f"{name} → {_V2_PIPELINE_BASES[name]} (max.pipelines.lib.interfaces)")
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.class_depth -= 1
@@ -57,10 +84,84 @@ class GraphCompile(Codemod):
         if node.name.value == "trace" and self.class_depth:
             self.todo("MV382", "trace() override: V3 unflattens inputs in forward() and compiles with model.compile()")
 
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if id(original) not in self.plan.returns_compiled or updated.returns is None or original.returns is None:
+            return updated
+        local = {n.value for n in _names(original.returns) if self.qualname(n) in ("max.graph.Graph", "max.graph.graph.Graph")}
+        name = self.state.import_name(_COMPILATION_MODULE, "CompiledCallable")
+        annotation = updated.returns.annotation.visit(_Rename(local, name))
+        return updated.with_changes(returns=updated.returns.with_changes(annotation=annotation))
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        builder = self.plan.builders.get(id(original))
+        if builder is None or len(updated.body) != len(original.body):
+            return updated
+        self.rewrote(original.body[builder.with_graph], "MV380", "Graph + session.load → F.lazy() + model.compile()")
+        # the sites the rewrite resolves, under the codes check reports them with
+        self.rewrote(original.body[builder.load], "MV382", ".load_state_dict(sd) → compile(weights=sd)")
+        self.rewrote(original.body[builder.with_graph], "MV373", "g.inputs[i].tensor → compile(*input_types)")
+        return updated.with_changes(body=self._rewrite_builder(builder, list(updated.body)))
+
+    def _rewrite_builder(self, b: Builder, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        contexts = ["F.lazy()"]
+        if b.dtype is not None:
+            contexts.append(f"default_dtype({_code(b.dtype)})")
+            self.state.import_name(_TENSOR_MODULE, "default_dtype")
+        construct = body[b.construct]
+        out: list[cst.BaseStatement | None] = list(body)
+        lazy = _stmt(f"with {', '.join(contexts)}:\n    pass\n")
+        assert isinstance(lazy, cst.With) and isinstance(lazy.body, cst.IndentedBlock)
+        inner = construct.with_changes(leading_lines=[])
+        out[b.construct] = lazy.with_changes(
+            body=lazy.body.with_changes(body=[inner]), leading_lines=getattr(construct, "leading_lines", ())
+        )
+        args = [_code(t) for t in b.input_types] + [f"weights={_code(b.weights)}"]
+        compile_stmt = _stmt(f"{b.graph} = {b.model}.compile({', '.join(args)})\n").with_changes(
+            leading_lines=_drop_own_todos(body[b.with_graph])
+        )
+        load = body[b.load]
+        todos: list[str] = []
+        if b.device is not None:
+            out[b.load] = _stmt(f"{b.model}.to({_code(b.device)})\n").with_changes(
+                leading_lines=_drop_own_todos(load)
+            )
+        else:
+            out[b.load] = None
+            todos.append(
+                f"{TODO_PREFIX}MV380 call {b.model}.to(device) before compile(): "
+                "the input types do not name one DeviceRef"
+            )
+        new_compile = attach_todos(compile_stmt, todos)
+        out[b.with_graph] = new_compile if isinstance(new_compile, cst.BaseStatement) else compile_stmt
+        return [s for s in out if s is not None]
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if id(original.value) in self.plan.loads:
+            self.rewrote(original, "MV381", "session.load(graph, weights_registry=...) → the compiled model")
+            self.rewrote(original, "MV382", "weights_registry=model.state_dict() → compile(weights=...)")
+            return updated.with_changes(value=cst.Name(self.plan.loads[id(original.value)]))
+        return updated.with_changes(value=self._execute(original.value, updated.value))
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
+        if original.value is None or updated.value is None:
+            return updated
+        return updated.with_changes(value=self._execute(original.value, updated.value))
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        plan = self.plan
+        if id(original) in plan.handled:
+            return updated
+        if id(original) in plan.unknown_executes:
+            self.todo("MV381", "compiled(...) returns the forward's pytree of Tensors: read .driver_tensor for Buffers")
+            return updated
         qual = self.qualname(original.func)
         if qual in ("max.graph.Graph", "max.graph.graph.Graph"):
-            self.todo("MV380", "build under F.lazy() and call model.compile(*input_types, weights=...)")
+            reason = plan.reasons.get(id(original), "not a `with Graph(...) as g:` block in a function")
+            self.todo(
+                "MV380",
+                f"build under F.lazy() and call model.compile(*input_types, weights=...) (not rewritten: {reason}): {_V3_SHAPE}",
+            )
         elif qual is not None and qual.endswith(".GraphSpec") and qual.startswith("max.pipelines"):
             self.todo("MV382", "GraphSpec: V3 compiles the module with model.compile()")
         elif isinstance(original.func, cst.Attribute):
@@ -70,3 +171,40 @@ class GraphCompile(Codemod):
             elif method in _STATE_DICT:
                 self.todo("MV382", f".{method}(): {_STATE_DICT[method]}")
         return updated
+
+    def _execute(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """``c.execute(a)[i]`` → ``c(a)[i].driver_tensor`` (``c(a).driver_tensor`` for one output)."""
+        entry = self.plan.executes.get(id(original))
+        if entry is None:
+            return updated
+        index, outputs = entry
+        call = updated.value if isinstance(updated, cst.Subscript) else updated
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return updated
+        direct = _code(call.with_changes(func=call.func.value))
+        self.rewrote(original, "MV381", ".execute() → call the compiled model; .driver_tensor for Buffers")
+        if index is None:
+            code = f"[{direct}.driver_tensor]" if outputs == 1 else f"[t.driver_tensor for t in {direct}]"
+        else:
+            code = f"{direct}.driver_tensor" if outputs == 1 else f"{direct}[{index}].driver_tensor"
+        return cst.parse_expression(code)
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n)
+
+    node.visit(_V())
+    return found
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, old: set[str], new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value=self.new) if updated.value in self.old else updated

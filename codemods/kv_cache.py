@@ -1,21 +1,28 @@
-"""MV38x — KV-cache plumbing (flagged, not rewritten yet).
+"""MV384/MV385 — KV-cache plumbing: unflatten in the root forward(), Tensor-backed cache values.
 
-V3 unflattens KV-cache inputs in the root module's ``forward()`` and uses the
-Tensor-backed ``PagedCacheValues`` of ``common_layers.kv_cache``; the V2
-``max.nn`` name is an alias of the V2 input type. Left unchanged with a TODO.
+V2 models unflatten the flat KV-cache graph inputs in an overridden
+``trace()``; V3 compiles the root module's ``forward(self, tokens,
+return_n_logits, input_row_offsets, *variadic_args)``, which does it (see
+``codemods.kv_trace`` for the recognised llama3/olmo2 shape). Where a file
+uses ``PagedCacheValues.from_upstream`` the name is imported from
+``max.experimental.nn.common_layers.kv_cache`` (the ``max.nn`` name is the V2
+input alias without ``from_upstream``); other uses keep a TODO.
 
-    self.kv_params.unflatten_kv_inputs(iter(kv_inputs))
-    →  # TODO(migrate-v3): MV384 unflatten KV inputs in forward()
+    def trace(self, *input_types, ...): def forward(tokens, input_row_offsets, return_n_logits, *kv_inputs): ...
+    →  def forward(self, tokens: Tensor, return_n_logits: Tensor, input_row_offsets: Tensor, *variadic_args: Tensor): ...
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.kv_trace import flat_forward, has_own_call
 from codemods.resolve import import_bindings
 
 _UNFLATTEN = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
+_V3_CACHE_HOME = "max.experimental.nn.common_layers.kv_cache"
+_TENSOR_MODULE = "max.experimental.tensor"
 
 
 class KVCache(Codemod):
@@ -25,18 +32,74 @@ class KVCache(Codemod):
     def applies(cls, source: str) -> bool:
         return "unflatten_" in source or "PagedCacheValues" in source
 
-    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom | cst.RemovalSentinel:
         for local, target in import_bindings(original):
-            if target.startswith("max.nn") and target.endswith(".PagedCacheValues"):
-                self.todo(
-                    "MV385",
-                    f"{local} from max.nn is the V2 input alias; V3 code uses "
-                    "max.experimental.nn.common_layers.kv_cache.PagedCacheValues (from_upstream)",
-                )
+            if not (target.startswith("max.nn") and target.endswith(".PagedCacheValues")):
+                continue
+            if f"{local}.from_upstream" in self.state.source and local == "PagedCacheValues" and not isinstance(updated.names, cst.ImportStar):
+                self.state.import_name(_V3_CACHE_HOME, "PagedCacheValues")
+                self.rewrote(original, "MV385", "PagedCacheValues (from_upstream) → common_layers.kv_cache")
+                keep = [a for a in updated.names if _name(a) != local or a.asname is not None]
+                if not keep:
+                    return cst.RemovalSentinel.REMOVE
+                keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                return updated.with_changes(names=keep, lpar=None, rpar=None) if len(keep) == 1 else updated.with_changes(names=keep)
+            self.todo(
+                "MV385",
+                f"{local} from max.nn is the V2 input alias; V3 code uses "
+                "max.experimental.nn.common_layers.kv_cache.PagedCacheValues (from_upstream)",
+            )
+        return updated
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: per enclosing function: is it a ``forward(self, ...)`` method (where V3 unflattens)?
+        self.in_forward: list[bool] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = node.params.params
+        self.in_forward.append(node.name.value == "forward" and bool(params) and params[0].name.value == "self")
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.in_forward.pop()
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = original.func
+        if self.in_forward and self.in_forward[-1]:
+            return updated  # already where V3 unflattens the KV inputs
         if isinstance(func, cst.Attribute) and func.attr.value in _UNFLATTEN:
             self.todo("MV384", f"{func.attr.value}: unflatten KV inputs in the root module's forward()")
         return updated
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        for i, stmt in enumerate(body):
+            if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "trace"):
+                continue
+            if "unflatten_" not in cst.Module([]).code_for_node(stmt):
+                return updated
+            result: cst.FunctionDef | str
+            if has_own_call(body):
+                result = "the class has its own forward(): rename it and call it from the flat forward()"
+            else:
+                result = flat_forward(stmt, "Tensor")
+            if isinstance(result, str):
+                note = (
+                    f"{TODO_PREFIX}MV384 trace() not rewritten ({result}): V3 root forward(self, tokens, "
+                    "return_n_logits, input_row_offsets, *variadic_args) unflattens the KV inputs"
+                )
+                todo = attach_todos(stmt, [note])
+                body[i] = todo if isinstance(todo, cst.FunctionDef) else stmt
+            else:
+                self.state.import_name(_TENSOR_MODULE, "Tensor")
+                self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")
+                body[i] = result
+            return updated.with_changes(body=updated.body.with_changes(body=body))
+        return updated
+
+
+def _name(alias: cst.ImportAlias) -> str:
+    return cst.Module([]).code_for_node(alias.name)

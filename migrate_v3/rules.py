@@ -85,6 +85,8 @@ RULES: dict[str, Rule] = {
            "Weight(\"weight\", DType.float32, [4], DeviceRef.CPU())", "Tensor.zeros([4], dtype=DType.float32)"),
         _r("MV361", "weight-name-changes-key", M, "Weight name= differs from the attribute path: checkpoint keys change",
            "self.filter = Weight(\"weight\"", "# TODO(migrate-v3): MV361 checkpoint key \"weight\" becomes 'filter'"),
+        _r("MV363", "tied-embeddings", A, "a head aliased to the embedding is created only when untied; forward uses the transpose",
+           "self.lm_head.set_shared_weight(\"weight\", self.embed_tokens.weight)", "(h @ self.embed_tokens.weight.T if self.tie_word_embeddings else self.lm_head(h))"),
         # MV37x: ops
         _r("MV370", "op-to-functional", A, "ops.X becomes F.X (same signature)",
            "ops.reshape(x, [1, -1])", "F.reshape(x, [1, -1])"),
@@ -101,8 +103,8 @@ RULES: dict[str, Rule] = {
            "session.load(graph, weights_registry=model.state_dict())", "# TODO(migrate-v3): MV381 use compiled = model.compile(*types, weights=state_dict)"),
         _r("MV382", "v2-compile-api", M, "V2 Module.compile/trace, GraphSpec, state_dict/load_state_dict",
            "model.load_state_dict(sd)", "# TODO(migrate-v3): MV382 .load_state_dict(): pass weights=state_dict to model.compile() instead"),
-        _r("MV383", "pipeline-model-base", M, "V2 PipelineModel bases become ModuleV3 pipeline bases",
-           "class M(PipelineModel[object]):", "# TODO(migrate-v3): MV383 PipelineModel → ModuleV3PipelineModel"),
+        _r("MV383", "pipeline-model-base", A, "V2 PipelineModel bases become ModuleV3 pipeline bases (graph_specs → _instantiate_module)",
+           "class M(PipelineModel[object]):", "class M(ModuleV3PipelineModel[object]):"),
         # MV38x: KV cache
         _r("MV384", "kv-unflatten", M, "KV-cache inputs are unflattened in forward(), not in trace()",
            "self.kv_params.unflatten_kv_inputs(iter(kv_inputs))", "# TODO(migrate-v3): MV384 unflatten_kv_inputs: unflatten KV inputs in the root module's forward()"),

@@ -1,0 +1,305 @@
+"""MV383 — V2 PipelineModel classes become ModuleV3 pipeline models.
+
+Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
+
+* base ``PipelineModel[Ctx, Cfg, Model]`` → ``ModuleV3PipelineModel[Ctx]``,
+  ``GraphPipelineModelWithKVCache[Ctx, ...]`` → ``ModuleV3PipelineModelWithKVCache[Ctx]``,
+  ``MultiGraphPipelineModelWithKVCache`` → ``ModuleV3MultiGraphPipelineModelWithKVCache``
+  (``max.pipelines.lib``), only the context type argument kept;
+* ``graph_specs(self, cfg)`` of the shape "build ``m``, ``m.load_state_dict``,
+  return ``{role: GraphSpec(m, ...)}``" → ``_instantiate_module(self, cfg)``
+  that builds ``m`` and ``m.to(self.devices[0])`` (the V3 base builds it under
+  ``F.lazy()`` and compiles it with the state dict itself);
+* the ``_load_state_dict`` override that only stashes ``self.state_dict``, and
+  the ``state_dict`` attribute, go (V3 ``load_model`` threads the state dict);
+* ``model: Model`` / the ``model`` property over ``self._models`` →
+  ``model: Callable[..., Any]``; ``self._models = self.load_graphs(session)``
+  → ``self.model = self.load_model()`` (KV bases compile in ``__init__``);
+* ``self.model.execute(...)`` → ``self.model(...)`` with a TODO on reading
+  ``.driver_tensor``; anything else gets a TODO naming the V3 hook.
+
+    class M(PipelineModel[TextContext, Cfg, Model]):
+    →  class M(ModuleV3PipelineModel[TextContext]):
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.imports import identifiers
+
+_BASES = {
+    "PipelineModel": "ModuleV3PipelineModel",
+    "PipelineModelWithKVCache": "ModuleV3PipelineModelWithKVCache",
+    "GraphPipelineModelWithKVCache": "ModuleV3PipelineModelWithKVCache",
+    "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
+}
+_HOME = "max.pipelines.lib"
+#: V2-only names that the rewrite may leave unused: dropped from their imports then
+_V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return stmt.body[0]
+    return None
+
+
+def _is_import(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    small = _small(stmt)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
+
+
+def _is_guard(stmt: cst.CSTNode) -> bool:
+    """``if ...: raise ...`` — kept in front of the module construction."""
+    return (
+        isinstance(stmt, cst.If)
+        and stmt.orelse is None
+        and isinstance(stmt.body, cst.IndentedBlock)
+        and all(isinstance(_small(s), cst.Raise) for s in stmt.body.body)
+    )
+
+
+def _matches(stmt: cst.CSTNode, code: str) -> bool:
+    return _code(stmt).strip() == code
+
+
+class PipelineModels(Codemod):
+    PREFIX = "MV383"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return "PipelineModel" in source
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.rewritten = False
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        """Drop V2-only pipeline names (bases, Model, GraphSpec...) the rewrite made unused."""
+        if not self.rewritten:
+            return updated
+        rest = updated.with_changes(body=[s for s in updated.body if not _is_import(s)])
+        used = identifiers(rest.code)
+        body: list[cst.BaseStatement] = []
+        carry: list[cst.EmptyLine] = []  # leading lines of a dropped import
+        for stmt in updated.body:
+            if carry:
+                stmt = stmt.with_changes(leading_lines=[*carry, *getattr(stmt, "leading_lines", ())])
+                carry = []
+            small = _small(stmt)
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, tuple | list):
+                module = _code(small.module) if small.module is not None else ""
+                if module.startswith(("max.pipelines", "max.engine")):
+                    keep = [a for a in small.names if not (_code(a.name) in _V2_ONLY and a.asname is None and _code(a.name) not in used)]
+                    if not keep:
+                        carry = list(getattr(stmt, "leading_lines", ()))
+                        continue
+                    if len(keep) != len(small.names):
+                        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                        stmt = stmt.with_changes(body=[small.with_changes(names=keep)])
+            body.append(stmt)
+        return updated.with_changes(body=body)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        found = self._v2_base(original)
+        if found is None or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        index, v2_name = found
+        v3_name = self.state.import_name(_HOME, _BASES[v2_name])
+        bases = list(updated.bases)
+        base = bases[index].value
+        new_base: cst.BaseExpression = cst.Name(v3_name)
+        if isinstance(base, cst.Subscript) and base.slice:
+            new_base = base.with_changes(value=cst.Name(v3_name), slice=[base.slice[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        bases[index] = bases[index].with_changes(value=new_base)
+        self.rewrote(original, "MV383", f"{v2_name} → {_BASES[v2_name]}")
+        self.rewritten = True
+        kv = v2_name != "PipelineModel"
+        body, todos = self._rewrite_body(list(updated.body.body), kv)
+        new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
+        return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _v2_base(self, node: cst.ClassDef) -> tuple[int, str] | None:
+        for i, arg in enumerate(node.bases):
+            expr = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
+            qual = self.qualname(expr)
+            if qual and qual.startswith("max.pipelines"):
+                name = qual.rsplit(".", 1)[1]
+                if name in _BASES:
+                    return i, name
+        return None
+
+    def _rewrite_body(self, body: list[cst.BaseStatement], kv: bool) -> tuple[list[cst.BaseStatement], list[str]]:
+        stash = any(isinstance(s, cst.FunctionDef) and self._is_stash(s) for s in body)
+        out: list[cst.BaseStatement] = []
+        todos: list[str] = []
+        skip_doc = False
+        for stmt in body:
+            if skip_doc and _is_docstring(stmt):
+                skip_doc = False
+                continue
+            skip_doc = False
+            small = _small(stmt)
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is None:
+                if small.target.value == "state_dict" and stash:
+                    skip_doc = True
+                    continue
+                if small.target.value == "model":
+                    out.append(self._model_annotation(stmt))
+                    continue
+            if isinstance(stmt, cst.FunctionDef):
+                name = stmt.name.value
+                if name == "_load_state_dict" and self._is_stash(stmt):
+                    continue
+                if name == "model" and self._is_models_property(stmt):
+                    out.append(self._model_annotation(stmt))
+                    continue
+                if name == "graph_specs":
+                    replaced = self._instantiate(stmt)
+                    if replaced is None:
+                        out.append(self._todo_stmt(stmt, (
+                            "graph_specs → _instantiate_module(self, model_config): build the root module "
+                            "(no load_state_dict), nn_model.to(self.devices[0]), return it; "
+                            "compile input types come from _get_compile_input_types"
+                        )))
+                    else:
+                        out.append(replaced)
+                    continue
+                out.append(self._in_method(stmt, kv))
+                continue
+            out.append(stmt)
+        if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
+            todos.append(f"{TODO_PREFIX}MV383 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
+        return out, todos
+
+    def _todo_stmt(self, stmt: cst.BaseStatement, message: str) -> cst.BaseStatement:
+        result = attach_todos(stmt, [f"{TODO_PREFIX}MV383 {message}"])
+        return result if isinstance(result, cst.BaseStatement) else stmt
+
+    def _model_annotation(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
+        callable_ = self.state.import_name("collections.abc", "Callable")
+        any_ = self.state.import_name("typing", "Any")
+        new = cst.parse_statement(f"model: {callable_}[..., {any_}]\n")
+        return new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
+
+    @staticmethod
+    def _is_stash(func: cst.FunctionDef) -> bool:
+        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        return (
+            len(stmts) == 2
+            and _matches(stmts[0], "self.state_dict = super()._load_state_dict()")
+            and _matches(stmts[1], "return self.state_dict")
+        )
+
+    @staticmethod
+    def _is_models_property(func: cst.FunctionDef) -> bool:
+        if not any(_code(d.decorator) == "property" for d in func.decorators):
+            return False
+        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        ret = _small(stmts[0]) if len(stmts) == 1 else None
+        return isinstance(ret, cst.Return) and ret.value is not None and _code(ret.value).startswith("self._models[")
+
+    def _instantiate(self, func: cst.FunctionDef) -> cst.FunctionDef | None:
+        """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise."""
+        if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2:
+            return None
+        stmts = list(func.body.body)
+        head = [s for s in stmts if _is_docstring(s) or _is_guard(s)]
+        rest = stmts[len(head):]
+        if stmts[: len(head)] != head or len(rest) not in (3, 4):
+            return None
+        ctor = _small(rest[0])
+        if not (isinstance(ctor, cst.Assign) and len(ctor.targets) == 1 and isinstance(ctor.targets[0].target, cst.Name)):
+            return None
+        model = ctor.targets[0].target.value
+        if not isinstance(ctor.value, cst.Call):
+            return None
+        load = _small(rest[-2])
+        if not (
+            isinstance(load, cst.Expr)
+            and isinstance(load.value, cst.Call)
+            and _code(load.value.func) == f"{model}.load_state_dict"
+            and load.value.args
+            and _code(load.value.args[0].value) == "self.state_dict"
+        ):
+            return None
+        if len(rest) == 4:
+            types = _small(rest[1])
+            if not (isinstance(types, cst.Assign) and isinstance(types.value, cst.Call) and _code(types.value.func) == f"{model}.input_types"):
+                return None
+        ret = _small(rest[-1])
+        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
+            return None
+        spec = ret.value.elements[0]
+        if not (isinstance(spec, cst.DictElement) and isinstance(spec.value, cst.Call) and spec.value.args):
+            return None
+        if _code(spec.value.args[0].value) != model or not _code(spec.value.func).endswith("GraphSpec"):
+            return None
+        param = func.params.params[1]
+        cfg = param.name.value
+        any_ = self.state.import_name("typing", "Any")
+        lines = [f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n"]
+        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name):
+            lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
+        lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
+        template = cst.parse_statement("".join(lines))
+        assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
+        tail = list(template.body.body)
+        new_body = [*head, *tail[:-2], rest[0], *tail[-2:]]
+        input_types = _code(rest[1]) if len(rest) == 4 else _code(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+        todo = (
+            f"{TODO_PREFIX}MV383 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
+            "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
+        )
+        new = func.with_changes(
+            name=cst.Name("_instantiate_module"),
+            params=template.params,
+            returns=template.returns,
+            body=func.body.with_changes(body=new_body),
+            decorators=[d for d in func.decorators if _code(d.decorator) == "override"],
+        )
+        self.rewrote(func, "MV383", "graph_specs → _instantiate_module")
+        self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
+        result = attach_todos(new, [todo])
+        return result if isinstance(result, cst.FunctionDef) else new
+
+    def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
+        """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
+        return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
+
+
+class _MethodRewrite(cst.CSTTransformer):
+    def __init__(self, kv: bool) -> None:
+        super().__init__()
+        self.kv = kv
+        self.executes = 0
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if _code(updated.func) == "self.model.execute":
+            self.executes += 1
+            return updated.with_changes(func=cst.parse_expression("self.model"))
+        return updated
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if _matches(original, "self._models = self.load_graphs(session)"):
+            if self.kv:
+                return cst.RemovalSentinel.REMOVE
+            return cst.parse_statement("self.model = self.load_model()\n").with_changes(leading_lines=updated.leading_lines)
+        if self.executes:
+            self.executes = 0
+            note = f"{TODO_PREFIX}MV381 self.model(...) returns the forward's pytree of Tensors: read .driver_tensor where a Buffer is needed"
+            result = attach_todos(updated, [note])
+            return result if isinstance(result, cst.SimpleStatementLine) else updated
+        return updated

@@ -1,0 +1,174 @@
+"""MV363 — tied embeddings: one copy of the shared weight, the transpose in forward().
+
+V2 aliases the output head to the embedding (``set_shared_weight`` or
+``lm_head.weight = embed_tokens.weight``); a V3 module has no aliasing, and
+``compile(weights=...)`` binds every parameter by attribute path, so a tied
+head would need a second copy. As in ``llama3_modulev3``: the head is created
+only when not tied and forward multiplies by the embedding's transpose.
+Recognised inside one class: ``self.H = <call>`` in ``__init__`` and, later in
+``__init__``, the alias (alone or as the only statement of an ``if`` without
+``else``); every ``self.H(x)`` in the class is rewritten. Other aliases get a
+TODO.
+
+    self.lm_head = Linear(...)
+    if config.tie_word_embeddings:
+        self.lm_head.set_shared_weight("weight", self.embed_tokens.weight)
+    →  self.tie_word_embeddings = config.tie_word_embeddings
+       if self.tie_word_embeddings:
+           self.lm_head = None
+       else:
+           self.lm_head = Linear(...)
+    ...  self.lm_head(h)  →  (h @ self.embed_tokens.weight.T if self.tie_word_embeddings else self.lm_head(h))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from codemods.base import Codemod
+
+_FLAG = "tie_word_embeddings"
+
+
+@dataclass
+class _Tie:
+    head: str
+    embedding: str
+    #: index of ``self.head = ...`` and of the alias statement in ``__init__``
+    create: int
+    alias: int
+    condition: cst.BaseExpression | None
+
+
+def _self_attr(node: cst.BaseExpression | None) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _embedding_weight(node: cst.BaseExpression) -> str | None:
+    """``self.E.weight`` → ``E``."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "weight":
+        return _self_attr(node.value)
+    return None
+
+
+def _alias(stmt: cst.BaseStatement) -> tuple[str, str] | None:
+    """(head, embedding) of ``self.H.set_shared_weight("weight", self.E.weight)`` / ``self.H.weight = self.E.weight``."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight" and len(call.args) == 2:
+            name, weight = call.args[0].value, call.args[1].value
+            head, emb = _self_attr(func.value), _embedding_weight(weight)
+            if isinstance(name, cst.SimpleString) and name.evaluated_value == "weight" and head and emb:
+                return head, emb
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        if isinstance(target, cst.Attribute) and target.attr.value == "weight":
+            head, emb = _self_attr(target.value), _embedding_weight(small.value)
+            if head and emb:
+                return head, emb
+    return None
+
+
+def _find_tie(init: cst.FunctionDef) -> _Tie | None:
+    if not isinstance(init.body, cst.IndentedBlock):
+        return None
+    created: dict[str, int] = {}
+    for i, stmt in enumerate(init.body.body):
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+            assign = stmt.body[0]
+            if len(assign.targets) == 1 and isinstance(assign.value, cst.Call):
+                head = _self_attr(assign.targets[0].target)
+                if head:
+                    created[head] = i
+        condition: cst.BaseExpression | None = None
+        inner = stmt
+        if isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock) and len(stmt.body.body) == 1:
+            condition, inner = stmt.test, stmt.body.body[0]
+        found = _alias(inner)
+        if found is not None and found[0] in created:
+            return _Tie(found[0], found[1], created[found[0]], i, condition)
+    return None
+
+
+class TiedEmbeddings(Codemod):
+    PREFIX = "MV363"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return "set_shared_weight" in source or ".weight = self." in source
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = original.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight":
+            self.todo(
+                "MV363",
+                "set_shared_weight: V3 has no weight aliasing; create the head only when not tied "
+                "and use h @ embed_tokens.weight.T in forward()",
+            )
+        return updated
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        for k, item in enumerate(body):
+            if isinstance(item, cst.FunctionDef) and item.name.value == "__init__":
+                tie = _find_tie(item)
+                if tie is None:
+                    return updated
+                self.rewrote(original, "MV363", f"tied {tie.head} → {tie.embedding}.weight.T in forward()")
+                body[k] = self._rewrite_init(item, tie)
+                transformer = _HeadCalls(tie)
+                body = [b.visit(transformer) if i != k else b for i, b in enumerate(body)]  # type: ignore[misc]
+                return updated.with_changes(body=updated.body.with_changes(body=body))
+        return updated
+
+    def _rewrite_init(self, init: cst.FunctionDef, tie: _Tie) -> cst.FunctionDef:
+        assert isinstance(init.body, cst.IndentedBlock)
+        stmts: list[cst.BaseStatement] = list(init.body.body)
+        create = stmts[tie.create]
+        alias = stmts[tie.alias]
+        if tie.condition is None:
+            new_create: list[cst.BaseStatement] = []
+        else:
+            cond = cst.Module([]).code_for_node(tie.condition)
+            flag = cst.parse_statement(f"self.{_FLAG} = {cond}\n").with_changes(
+                leading_lines=getattr(create, "leading_lines", ())
+            )
+            branch = cst.parse_statement(f"if self.{_FLAG}:\n    self.{tie.head} = None\nelse:\n    pass\n")
+            assert isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
+            orelse_body = branch.orelse.body.with_changes(body=[create.with_changes(leading_lines=[])])
+            new_create = [flag, branch.with_changes(orelse=branch.orelse.with_changes(body=orelse_body))]
+        out: list[cst.BaseStatement] = []
+        for i, stmt in enumerate(stmts):
+            if i == tie.create:
+                out.extend(new_create)
+            elif stmt is not alias:
+                out.append(stmt)
+        return init.with_changes(body=init.body.with_changes(body=out))
+
+
+class _HeadCalls(cst.CSTTransformer):
+    """``self.H(x)`` → ``x @ self.E.weight.T`` (conditional when the tie is)."""
+
+    def __init__(self, tie: _Tie) -> None:
+        super().__init__()
+        self.tie = tie
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if _self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
+            return updated
+        x = cst.Module([]).code_for_node(updated.args[0].value)
+        tied = f"{x} @ self.{self.tie.embedding}.weight.T"
+        if self.tie.condition is None:
+            return cst.parse_expression(f"({tied})")
+        head = cst.Module([]).code_for_node(updated)
+        return cst.parse_expression(f"({tied} if self.{_FLAG} else {head})")
