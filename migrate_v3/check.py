@@ -57,18 +57,25 @@ def _unpack(path: str, packed: Sequence[Any]) -> Classified:
     return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute])
 
 
-def _classify_chunk(chunk: list[tuple[str, bytes]], check_syntax: bool) -> list[tuple[Any, ...]]:
-    return [_pack(classify_bytes(data, path, check_syntax=check_syntax)) for path, data in chunk]
+#: The files a worker classifies, set before the pool forks so that workers
+#: inherit the bytes instead of receiving them through a pipe.
+_SHARED: list[tuple[str, bytes]] = []
 
 
-def _chunks(items: list[tuple[str, bytes]], n: int) -> list[list[tuple[str, bytes]]]:
-    """Split into n piles of similar byte size (largest first, greedy)."""
-    piles: list[list[tuple[str, bytes]]] = [[] for _ in range(n)]
+def _classify_shared(indices: list[int], check_syntax: bool) -> list[tuple[Any, ...]]:
+    return [
+        _pack(classify_bytes(_SHARED[i][1], _SHARED[i][0], check_syntax=check_syntax)) for i in indices
+    ]
+
+
+def _chunks(items: list[tuple[str, bytes]], n: int) -> list[list[int]]:
+    """Split item indices into n piles of similar byte size (largest first, greedy)."""
+    piles: list[list[int]] = [[] for _ in range(n)]
     sizes = [0] * n
-    for item in sorted(items, key=lambda x: len(x[1]), reverse=True):
+    for index in sorted(range(len(items)), key=lambda i: len(items[i][1]), reverse=True):
         i = sizes.index(min(sizes))
-        piles[i].append(item)
-        sizes[i] += len(item[1])
+        piles[i].append(index)
+        sizes[i] += len(items[index][1])
     return [p for p in piles if p]
 
 
@@ -98,13 +105,18 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
     jobs = settings.jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) >= _PARALLEL_THRESHOLD:
         piles = _chunks(todo, jobs * 4)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-            futures = [pool.submit(_classify_chunk, pile, settings.syntax) for pile in piles]
-            for pile, future in zip(piles, futures, strict=True):
-                for (name, _), packed in zip(pile, future.result(), strict=True):
-                    out[name] = _unpack(name, packed)
-                    if name in keys:
-                        cache.put(name, keys[name], packed)
+        _SHARED[:] = todo
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+                futures = [pool.submit(_classify_shared, pile, settings.syntax) for pile in piles]
+                for pile, future in zip(piles, futures, strict=True):
+                    for index, packed in zip(pile, future.result(), strict=True):
+                        name = todo[index][0]
+                        out[name] = _unpack(name, packed)
+                        if name in keys:
+                            cache.put(name, keys[name], packed)
+        finally:
+            _SHARED.clear()
     else:
         for name, data in todo:
             packed = _pack(classify_bytes(data, name, check_syntax=settings.syntax))

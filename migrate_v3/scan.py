@@ -33,7 +33,8 @@ _CONSTRUCTOR_RULES = frozenset({"MV340", "MV350", "MV351"})
 _CLASS_HEAD = re.compile(r"[ \t]*class[ \t]+\w+[ \t]*\(")
 _CLASS = re.compile(r"([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:")
 _DEF = re.compile(r"^([ \t]+)(?:async[ \t]+)?def[ \t]+(__call__|__init__)\b", re.M)
-_SUPER_INIT = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(|\b\w+\.__init__\s*\(\s*self\b")
+_SUPER_INIT = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(")
+_BASE_INIT = re.compile(r"\.__init__\s*\(\s*self\b")
 _SUPPRESS = re.compile(r"#[ \t]*migrate-v3:[ \t]*ignore(?:\[([A-Z0-9, ]*)\])?")
 _TODO = "TODO(migrate-v3)"
 _COMMENT = re.compile(r"#[^\n]*")
@@ -374,6 +375,11 @@ def scan_source(text: str) -> Scan:
     imports: list[Import] = []
     import_spans = _Spans()
     for m in _line_statements(text, "import", _IMPORT):
+        module = m.group(1)
+        if module is not None and not module.startswith(("max", ".")):
+            continue  # only max and relative imports can bind V2 names
+        if module is None and "max" not in m.group(3):
+            continue
         if strings.contains(m.start()) or _in_line_string_or_comment(text, m.start()):
             continue
         imports.extend(_parse_import(m))
@@ -382,9 +388,7 @@ def scan_source(text: str) -> Scan:
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
 
     # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
-    nn_is_v3 = any(ns in text for ns in _NN_IS_V3) and any(
-        _under(i.target, ns) for i in imports for ns in _NN_IS_V3
-    )
+    nn_is_v3 = any(_under(i.target, ns) for i in imports for ns in _NN_IS_V3)
     aliases: dict[str, str] = {}
     for imp in imports:
         if imp.target.startswith("."):
@@ -576,7 +580,9 @@ def _scan_classes(
         indent = len(m.group(1).expandtabs())
         end = _block_end(text, m.end(), indent, strings)
         body = text[m.end() : end]
-        has_super = _SUPER_INIT.search(body) is not None
+        has_super = "__init__" in body and (
+            _SUPER_INIT.search(body) is not None or _BASE_INIT.search(body) is not None
+        )
         body_indent: int | None = None
         for d in _DEF.finditer(text, m.end(), end):
             if strings.contains(d.start()):
