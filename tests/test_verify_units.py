@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from migrate_v3.verify.align import align_keys
+from migrate_v3.verify.align import align_keys, mark_linear_biases
 from migrate_v3.verify.compare import compare_output
 from migrate_v3.verify.report import ClassResult, MypyResult, OutputCheck, VerifyReport
-from migrate_v3.verify.spec import DEVICE, DTYPE, BuildContext, Case, load_spec
+from migrate_v3.verify.spec import DEVICE, DTYPE, BuildContext, load_spec
 
 F32 = "float32"
 
@@ -40,7 +40,12 @@ def test_alignment_reports_unexpected_keys_compile_would_ignore() -> None:
 def test_alignment_missing_bias_names_the_linear_flip() -> None:
     a = align_keys(sig("mlp.w.weight"), sig("mlp.w.weight", "mlp.w.bias"))
     assert a.blocks_compile
+    assert a.issues[0].kind == "missing"
+    mark_linear_biases(a, {"mlp.w"})
     assert "bias=True" in a.issues[0].detail
+    b = align_keys(sig("n.weight"), sig("n.weight", "n.bias"))
+    mark_linear_biases(b, {"mlp.w"})  # a norm bias is not a Linear flip
+    assert "bias=True" not in b.issues[0].detail
 
 
 def test_alignment_suggests_language_model_prefix() -> None:
@@ -123,6 +128,11 @@ def test_exit_codes() -> None:
     assert typed.exit_code == 1
 
 
+class Args:
+    def __init__(self, *args: object) -> None:
+        self.args = args
+
+
 def test_python_spec_builds_each_side_with_placeholders(tmp_path: Path) -> None:
     spec_file = tmp_path / "spec.py"
     spec_file.write_text(textwrap.dedent("""
@@ -133,8 +143,8 @@ def test_python_spec_builds_each_side_with_placeholders(tmp_path: Path) -> None:
     spec = load_spec(spec_file)
     case = spec.cases["Thing"]
     ctx = BuildContext("f32", "cpu0")
-    assert case.build("v2", lambda *a: a, ctx) == (3, "f32", "cpu0")
-    assert case.build("v3", lambda *a: a, ctx) == (3,)
+    assert case.build("v2", Args, ctx).args == (3, "f32", "cpu0")
+    assert case.build("v3", Args, ctx).args == (3,)
     assert spec.pairs == {"Old": "New"}
 
 
@@ -164,3 +174,20 @@ def test_importing_the_tool_and_verify_command_does_not_import_max() -> None:
         "assert not any(m == 'max' or m.startswith('max.') for m in sys.modules), 'max imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_progress_is_plain_lines_when_not_a_terminal() -> None:
+    import io
+
+    from migrate_v3.verify.progress import NullProgress, PlainProgress, make_progress
+
+    stream = io.StringIO()
+    progress = make_progress(True, stream)
+    assert isinstance(progress, PlainProgress)
+    progress.set_total(2)
+    with progress.step("TinyLM: compile V2"):
+        pass
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "[1/2] TinyLM: compile V2 ..."
+    assert lines[1].startswith("[1/2] TinyLM: compile V2 done in ")
+    assert isinstance(make_progress(False, stream), NullProgress)

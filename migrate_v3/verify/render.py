@@ -55,7 +55,8 @@ def render_text(report: VerifyReport, stream: TextIO, color: bool = False) -> No
     if report.error:
         console.print(f"[red]could not run:[/] {report.error}")
     console.print(
-        f"exit {report.exit_code}; {report.graphs_compiled} graphs compiled in {report.seconds:.1f}s"
+        f"exit {report.exit_code}; {report.graphs_compiled} graphs compiled or loaded from the "
+        f"cache; {report.seconds:.1f}s"
     )
 
 

@@ -149,7 +149,12 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
     progress.set_total(2 * len(plans) if opts.compile else 0)
     session = sides.new_session(target) if plans else None
     for plan in plans:
-        result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress)
+        try:
+            result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress)
+        except Exception as exc:  # noqa: BLE001 - one class must not end the run
+            report.classes.append(ClassResult(
+                plan.name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
+            continue
         report.graphs_compiled += result.pop_compiles()
         report.classes.append(result.result)
     order = {name: i for i, name in enumerate(module_classes(side2, sides.v2_base()))}
@@ -230,6 +235,10 @@ def _plan(side2: LoadedSide, side3: LoadedSide, spec: Spec, opts: VerifyOptions,
                     "(use --all-classes or --only to compile it alone)",
                 ))
         plans = [p for p in plans if cover[p.name] == p.name]
+    inside = {type(m).__name__: p.name for p in plans for path, m in v2_modules(p.v2_module) if path}
+    for result in results:
+        if result.status == "skipped" and result.name in inside and "enclosing" not in result.reason:
+            result.reason += f" (its code still runs inside {inside[result.name]}'s graph)"
     return results, plans
 
 
