@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from migrate_v3.findings import Finding
 from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
 from migrate_v3.plan import Plan, Target, plan
 from migrate_v3.registration import RegistrationHint, hint_for
+from migrate_v3.workers import process_pool
 
 
 @dataclass
@@ -186,7 +186,7 @@ def _run(jobs_in: list[tuple[str, str, TransformContext]], jobs: int) -> list[Tr
     workers = min(jobs, os.cpu_count() or 1, len(jobs_in))
     # biggest files first so the workers finish together
     order = sorted(range(len(jobs_in)), key=lambda i: -len(jobs_in[i][0]))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with process_pool(workers) as pool:
         done = list(pool.map(_transform_job, [jobs_in[i] for i in order], chunksize=4))
     results: list[TransformResult | str] = [""] * len(jobs_in)
     for i, res in zip(order, done, strict=True):

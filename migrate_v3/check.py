@@ -8,10 +8,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from migrate_v3.config import Settings
 from migrate_v3.discover import discover
 from migrate_v3.findings import FileResult, Finding
 from migrate_v3.rules import matches
+from migrate_v3.workers import fork_is_safe, process_pool
 
 #: Below this many files to classify, worker processes cost more than they save.
 _PARALLEL_THRESHOLD = 64
@@ -60,6 +59,10 @@ def _unpack(path: str, packed: Sequence[Any]) -> Classified:
 #: The files a worker classifies, set before the pool forks so that workers
 #: inherit the bytes instead of receiving them through a pipe.
 _SHARED: list[tuple[str, bytes]] = []
+
+
+def _classify_chunk(chunk: list[tuple[str, bytes]], check_syntax: bool) -> list[tuple[Any, ...]]:
+    return [_pack(classify_bytes(data, path, check_syntax=check_syntax)) for path, data in chunk]
 
 
 def _classify_shared(indices: list[int], check_syntax: bool) -> list[tuple[Any, ...]]:
@@ -105,10 +108,17 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
     jobs = settings.jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) >= _PARALLEL_THRESHOLD:
         piles = _chunks(todo, jobs * 4)
-        _SHARED[:] = todo
+        shared = fork_is_safe()
+        if shared:
+            _SHARED[:] = todo  # forked workers inherit the bytes: nothing to pickle
         try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-                futures = [pool.submit(_classify_shared, pile, settings.syntax) for pile in piles]
+            with process_pool(jobs) as pool:
+                futures = [
+                    pool.submit(_classify_shared, pile, settings.syntax)
+                    if shared
+                    else pool.submit(_classify_chunk, [todo[i] for i in pile], settings.syntax)
+                    for pile in piles
+                ]
                 for pile, future in zip(piles, futures, strict=True):
                     for index, packed in zip(pile, future.result(), strict=True):
                         name = todo[index][0]
