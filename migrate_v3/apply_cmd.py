@@ -54,6 +54,24 @@ def render_json(report: ApplyReport) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def _verify_written(paths: list[Path], report: ApplyReport) -> int:
+    """``apply --verify``: verify each source against the variant just written; worst exit code."""
+    from migrate_v3.plan import v3_name
+    from migrate_v3.verify import run_verify
+    from migrate_v3.verify.render import render_text
+
+    written = {Path(w).name: Path(w) for w in report.written}
+    worst = 0
+    for source in paths:
+        target = written.get(v3_name(source))
+        if target is None:
+            continue
+        result = run_verify(source, target, apply_report=report)
+        render_text(result, click.get_text_stream("stdout"))  # type: ignore[operator]
+        worst = max(worst, result.exit_code)
+    return worst
+
+
 def _summary(console: Console, report: ApplyReport) -> None:
     table = Table(title="migrate-v3 apply", show_lines=False)
     table.add_column("file")
@@ -84,6 +102,8 @@ def _summary(console: Console, report: ApplyReport) -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes whose equivalence depends on V2-valid input.")
 @click.option("--register", is_flag=True, help="Add the _ModuleV3 entry to the architectures registry.")
 @click.option("--precise-names", is_flag=True, help="Resolve names with libcst scope analysis (slower).")
+@click.option("--verify", "run_verify_after", is_flag=True,
+              help="Run `migrate-v3 verify` on each V2 source and its new V3 variant (needs max).")
 def apply(
     paths: tuple[Path, ...],
     out: Path | None,
@@ -94,6 +114,7 @@ def apply(
     unsafe_fixes: bool,
     register: bool,
     precise_names: bool,
+    run_verify_after: bool,
 ) -> None:
     """Write a ModuleV3 variant beside each V2 package (foo_modulev3/) or file (x_modulev3.py)."""
     err = click.get_text_stream("stderr")  # type: ignore[operator]
@@ -111,6 +132,7 @@ def apply(
         _summary(Console(), report)
         for hint in report.registration:
             click.echo(hint.message)
+    verify_code = _verify_written(list(paths), report) if run_verify_after and not show_diff else 0
     if report_path is not None:
         text = render_json(report) if report_path.suffix == ".json" else render_markdown(report)
         try:
@@ -118,4 +140,4 @@ def apply(
         except OSError as exc:
             click.echo(f"error: {report_path}: cannot write report: {exc.strerror}", file=err)
             raise SystemExit(2) from exc
-    raise SystemExit(report.exit_code)
+    raise SystemExit(max(report.exit_code, verify_code))
