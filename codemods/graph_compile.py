@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
 from codemods.graph_build import Builder, GraphPlan, plan_module
 
@@ -39,8 +40,6 @@ _TENSOR_MODULE = "max.experimental.tensor"
 _COMPILATION_MODULE = "max.experimental.compilation"
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _stmt(code: str) -> cst.BaseStatement:
@@ -106,7 +105,7 @@ class GraphCompile(Codemod):
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
         contexts = ["F.lazy()"]
         if b.dtype is not None:
-            contexts.append(f"default_dtype({_code(b.dtype)})")
+            contexts.append(f"default_dtype({source(b.dtype)})")
             self.state.import_name(_TENSOR_MODULE, "default_dtype")
         construct = body[b.construct]
         out: list[cst.BaseStatement | None] = list(body)
@@ -116,14 +115,14 @@ class GraphCompile(Codemod):
         out[b.construct] = lazy.with_changes(
             body=lazy.body.with_changes(body=[inner]), leading_lines=getattr(construct, "leading_lines", ())
         )
-        args = [_code(t) for t in b.input_types] + [f"weights={_code(b.weights)}"]
+        args = [source(t) for t in b.input_types] + [f"weights={source(b.weights)}"]
         compile_stmt = _stmt(f"{b.graph} = {b.model}.compile({', '.join(args)})\n").with_changes(
             leading_lines=_drop_own_todos(body[b.with_graph])
         )
         load = body[b.load]
         todos: list[str] = []
         if b.device is not None:
-            out[b.load] = _stmt(f"{b.model}.to({_code(b.device)})\n").with_changes(
+            out[b.load] = _stmt(f"{b.model}.to({source(b.device)})\n").with_changes(
                 leading_lines=_drop_own_todos(load)
             )
         else:
@@ -181,7 +180,7 @@ class GraphCompile(Codemod):
         call = updated.value if isinstance(updated, cst.Subscript) else updated
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
             return updated
-        direct = _code(call.with_changes(func=call.func.value))
+        direct = source(call.with_changes(func=call.func.value))
         self.rewrote(original, "MV381", ".execute() → call the compiled model; .driver_tensor for Buffers")
         if index is None:
             code = f"[{direct}.driver_tensor]" if outputs == 1 else f"[t.driver_tensor for t in {direct}]"

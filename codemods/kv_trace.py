@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods.args import source
+
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
@@ -59,7 +59,7 @@ def flat_forward(trace: cst.FunctionDef, tensor: str) -> cst.FunctionDef | str:
         isinstance(ret, cst.Return)
         and isinstance(ret.value, cst.Call)
         and len(ret.value.args) > 1
-        and _code(ret.value.args[1].value) == inner.name.value
+        and source(ret.value.args[1].value) == inner.name.value
     ):
         return "trace() does not return Graph(name, <inner function>, ...)"
     params = [p.name.value for p in inner.params.params]
@@ -73,11 +73,11 @@ def flat_forward(trace: cst.FunctionDef, tensor: str) -> cst.FunctionDef | str:
     unflatten_small = _small(unflatten)
     if not isinstance(unflatten_small, cst.Assign):
         return "the KV inputs are not unflattened into a variable"
-    unflatten_code = _code(unflatten_small)
+    unflatten_code = source(unflatten_small)
     if "unflatten_kv_inputs(" not in unflatten_code or unflatten_code.count(f"iter({kv})") != 1:
         return "the KV inputs are not unflattened with unflatten_kv_inputs(iter(kv))"
     call = _small(call_stmt)
-    if not (isinstance(call, cst.Return) and isinstance(call.value, cst.Call) and _code(call.value.func) == "self"):
+    if not (isinstance(call, cst.Return) and isinstance(call.value, cst.Call) and source(call.value.func) == "self"):
         return "the inner function does not `return self(...)`"
     header = ", ".join(f"{p}: {tensor}" for p in V3_ORDER)
     template = cst.parse_statement(f"def forward(self, {header}, *{_VARIADIC}: {tensor}):\n    pass\n")
@@ -108,8 +108,8 @@ class _FlatInputs(cst.CSTTransformer):
         self.kv, self.names = kv, names
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        func = _code(updated.func)
-        if func == "iter" and len(updated.args) == 1 and _code(updated.args[0].value) == self.kv:
+        func = source(updated.func)
+        if func == "iter" and len(updated.args) == 1 and source(updated.args[0].value) == self.kv:
             return cst.parse_expression(f"iter(x._graph_value for x in {_VARIADIC})")
         if func == "self":
             return updated.with_changes(func=cst.parse_expression("super().forward"))

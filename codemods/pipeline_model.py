@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
 from codemods.imports import identifiers
 
@@ -40,8 +41,6 @@ _HOME = "max.pipelines.lib"
 _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
@@ -70,7 +69,7 @@ def _is_guard(stmt: cst.CSTNode) -> bool:
 
 
 def _matches(stmt: cst.CSTNode, code: str) -> bool:
-    return _code(stmt).strip() == code
+    return source(stmt).strip() == code
 
 
 class PipelineModels(Codemod):
@@ -98,9 +97,9 @@ class PipelineModels(Codemod):
                 carry = []
             small = _small(stmt)
             if isinstance(small, cst.ImportFrom) and isinstance(small.names, tuple | list):
-                module = _code(small.module) if small.module is not None else ""
+                module = source(small.module) if small.module is not None else ""
                 if module.startswith(("max.pipelines", "max.engine")):
-                    keep = [a for a in small.names if not (_code(a.name) in _V2_ONLY and a.asname is None and _code(a.name) not in used)]
+                    keep = [a for a in small.names if not (source(a.name) in _V2_ONLY and a.asname is None and source(a.name) not in used)]
                     if not keep:
                         carry = list(getattr(stmt, "leading_lines", ()))
                         continue
@@ -203,11 +202,11 @@ class PipelineModels(Codemod):
 
     @staticmethod
     def _is_models_property(func: cst.FunctionDef) -> bool:
-        if not any(_code(d.decorator) == "property" for d in func.decorators):
+        if not any(source(d.decorator) == "property" for d in func.decorators):
             return False
         stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
         ret = _small(stmts[0]) if len(stmts) == 1 else None
-        return isinstance(ret, cst.Return) and ret.value is not None and _code(ret.value).startswith("self._models[")
+        return isinstance(ret, cst.Return) and ret.value is not None and source(ret.value).startswith("self._models[")
 
     def _instantiate(self, func: cst.FunctionDef) -> cst.FunctionDef | None:
         """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise."""
@@ -228,14 +227,14 @@ class PipelineModels(Codemod):
         if not (
             isinstance(load, cst.Expr)
             and isinstance(load.value, cst.Call)
-            and _code(load.value.func) == f"{model}.load_state_dict"
+            and source(load.value.func) == f"{model}.load_state_dict"
             and load.value.args
-            and _code(load.value.args[0].value) == "self.state_dict"
+            and source(load.value.args[0].value) == "self.state_dict"
         ):
             return None
         if len(rest) == 4:
             types = _small(rest[1])
-            if not (isinstance(types, cst.Assign) and isinstance(types.value, cst.Call) and _code(types.value.func) == f"{model}.input_types"):
+            if not (isinstance(types, cst.Assign) and isinstance(types.value, cst.Call) and source(types.value.func) == f"{model}.input_types"):
                 return None
         ret = _small(rest[-1])
         if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
@@ -243,7 +242,7 @@ class PipelineModels(Codemod):
         spec = ret.value.elements[0]
         if not (isinstance(spec, cst.DictElement) and isinstance(spec.value, cst.Call) and spec.value.args):
             return None
-        if _code(spec.value.args[0].value) != model or not _code(spec.value.func).endswith("GraphSpec"):
+        if source(spec.value.args[0].value) != model or not source(spec.value.func).endswith("GraphSpec"):
             return None
         param = func.params.params[1]
         cfg = param.name.value
@@ -256,7 +255,7 @@ class PipelineModels(Codemod):
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         tail = list(template.body.body)
         new_body = [*head, *tail[:-2], rest[0], *tail[-2:]]
-        input_types = _code(rest[1]) if len(rest) == 4 else _code(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+        input_types = source(rest[1]) if len(rest) == 4 else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
         todo = (
             f"{TODO_PREFIX}MV383 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
@@ -266,7 +265,7 @@ class PipelineModels(Codemod):
             params=template.params,
             returns=template.returns,
             body=func.body.with_changes(body=new_body),
-            decorators=[d for d in func.decorators if _code(d.decorator) == "override"],
+            decorators=[d for d in func.decorators if source(d.decorator) == "override"],
         )
         self.rewrote(func, "MV383", "graph_specs → _instantiate_module")
         self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
@@ -285,7 +284,7 @@ class _MethodRewrite(cst.CSTTransformer):
         self.executes = 0
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if _code(updated.func) == "self.model.execute":
+        if source(updated.func) == "self.model.execute":
             self.executes += 1
             return updated.with_changes(func=cst.parse_expression("self.model"))
         return updated
