@@ -102,6 +102,17 @@ _MOE_V2 = (
     "shared_experts_quant_config",
     "is_sharding",
 )
+#: V3 ``CL.moe.MoE`` parameters; ``QuantizedMoE`` adds ``quant_config``.
+_MOE_V3 = (
+    "hidden_dim",
+    "num_experts",
+    "num_experts_per_token",
+    "moe_dim",
+    "gate_cls",
+    "has_shared_experts",
+    "shared_experts_dim",
+)
+
 _MOE_UNSUPPORTED = {
     p: f"{p} has no V3 MoE argument"
     for p in (
@@ -318,15 +329,7 @@ LAYERS: dict[str, LayerSpec] = {
             f"{CL}.moe",
             "MoE",
             _MOE_V2,
-            v3_params=(
-                "hidden_dim",
-                "num_experts",
-                "num_experts_per_token",
-                "moe_dim",
-                "gate_cls",
-                "has_shared_experts",
-                "shared_experts_dim",
-            ),
+            v3_params=_MOE_V3,
             unsupported=_MOE_UNSUPPORTED,
             v2_defaults=_MOE_DEFAULTS,
         ),
@@ -335,16 +338,7 @@ LAYERS: dict[str, LayerSpec] = {
             f"{CL}.quant_moe",
             "QuantizedMoE",
             _MOE_V2,
-            v3_params=(
-                "hidden_dim",
-                "num_experts",
-                "num_experts_per_token",
-                "moe_dim",
-                "gate_cls",
-                "has_shared_experts",
-                "shared_experts_dim",
-                "quant_config",
-            ),
+            v3_params=(*_MOE_V3, "quant_config"),
             unsupported={k: v for k, v in _MOE_UNSUPPORTED.items() if k != "quant_config"},
             v2_defaults=_MOE_DEFAULTS,
         ),
