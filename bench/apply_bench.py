@@ -2,6 +2,8 @@
 
     python bench/apply_bench.py survey   # errors / parse / import / TODO statistics
     python bench/apply_bench.py timing   # apply vs plain libcst parse+print, -j 1 vs -j 2
+    python bench/apply_bench.py snapshot DIR   # apply -j 2 outputs + reports saved under DIR
+    python bench/apply_bench.py compare DIR    # this code's outputs + reports vs a snapshot
 
 Both work on a fresh copy of ``max/pipelines/architectures`` (the installed
 package is never written). ``survey`` deletes the official ``*_modulev3``
@@ -13,7 +15,9 @@ so the machine load is shared by the numbers it compares.
 from __future__ import annotations
 
 import ast
+import filecmp
 import importlib
+import json
 import shutil
 import sys
 import tempfile
@@ -135,9 +139,80 @@ def timing() -> None:
         print(f"apply -j 1 (with positions): wall {j1p[0]:.1f}s ({j1p[0] / bw:.2f}x), cpu {j1p[1]:.1f}s ({j1p[1] / bc:.2f}x)")
         print(f"apply -j 2 (no positions): wall {j2[0]:.1f}s, gain vs -j 1: {j1[0] / j2[0]:.2f}x")
 
+def _outputs(dest: Path, *, positions: bool = True, precise: bool = False, jobs: int = 2) -> None:
+    """apply over every V2 package (ports kept, as in ``timing``): tree + reports under ``dest``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = _copy(Path(tmp), drop_ports=False)
+        report = apply_paths(
+            v2_packages(tree),
+            out=dest / "tree",
+            jobs=jobs,
+            context=TransformContext(positions=positions, precise_names=precise),
+        )
+
+        def rel(path: str) -> str:
+            return str(Path(path).relative_to(tree)) if path.startswith(str(tree)) else path
+
+        files = []
+        for f in sorted(report.files, key=lambda f: f.source):
+            data = f.to_json()
+            data["source"] = rel(f.source)
+            data["dest"] = str(Path(f.dest).relative_to(dest)) if f.dest else ""
+            data["error"] = f.error.replace(str(tree), "<tree>") if f.error else None
+            files.append(data)
+        (dest / "report.json").write_text(json.dumps({"files": files, "errors": report.errors}, indent=1))
+
+
+def snapshot(dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    t = time.perf_counter()
+    _outputs(dest)
+    print(f"snapshot written to {dest} ({time.perf_counter() - t:.1f}s)")
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """Every output file or report entry that differs between two snapshots."""
+    out: list[str] = []
+    files_a = {p.relative_to(a) for p in (a / "tree").rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b) for p in (b / "tree").rglob("*") if p.is_file()}
+    out += [f"only in {a}: {p}" for p in sorted(files_a - files_b)]
+    out += [f"only in {b}: {p}" for p in sorted(files_b - files_a)]
+    out += [f"differs: {p}" for p in sorted(files_a & files_b) if not filecmp.cmp(a / p, b / p, shallow=False)]
+    ra = json.loads((a / "report.json").read_text())
+    rb = json.loads((b / "report.json").read_text())
+    by_a = {f["source"]: f for f in ra["files"]}
+    by_b = {f["source"]: f for f in rb["files"]}
+    out += [f"report differs: {k}" for k in sorted(by_a.keys() | by_b.keys()) if by_a.get(k) != by_b.get(k)]
+    if ra["errors"] != rb["errors"]:
+        out.append("report errors differ")
+    return out
+
+
+def compare(snap: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        mine = Path(tmp) / "now"
+        mine.mkdir()
+        t = time.perf_counter()
+        _outputs(mine)
+        n = sum(1 for p in (mine / "tree").rglob("*.py"))
+        diffs = differences(snap, mine)
+        print(f"compared {n} output .py files and their reports with {snap} ({time.perf_counter() - t:.1f}s)")
+        for d in diffs[:50]:
+            print("  ", d)
+        print(f"{len(diffs)} differences")
+        if diffs:
+            raise SystemExit(1)
+
+
 if __name__ == "__main__":
     try:
-        {"survey": survey, "timing": timing}[sys.argv[1] if len(sys.argv) > 1 else "survey"]()
+        mode = sys.argv[1] if len(sys.argv) > 1 else "survey"
+        if mode in ("snapshot", "compare"):
+            {"snapshot": snapshot, "compare": compare}[mode](Path(sys.argv[2]))
+        else:
+            {"survey": survey, "timing": timing}[mode]()
     except Exception:
         traceback.print_exc()
         raise SystemExit(1) from None
