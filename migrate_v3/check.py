@@ -13,13 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from migrate_v3.cache import Cache, digest
 from migrate_v3.classify import Classified, classify_bytes, classify_file, dependency_finding
 from migrate_v3.config import Settings
 from migrate_v3.discover import discover
 from migrate_v3.findings import FileResult, Finding
 from migrate_v3.rules import matches
-from migrate_v3.workers import fork_is_safe, process_pool
+from migrate_v3.workers import fork_is_safe, fork_map
 
 #: Below this many files to classify, worker processes cost more than they save.
 _PARALLEL_THRESHOLD = 64
@@ -56,47 +55,81 @@ def _unpack(path: str, packed: Sequence[Any]) -> Classified:
     return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute])
 
 
-#: The files a worker classifies, set before the pool forks so that workers
-#: inherit the bytes instead of receiving them through a pipe.
-_SHARED: list[tuple[str, bytes]] = []
+def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[Any, ...]:
+    if data is None:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as exc:
+            return ("error", None, exc.strerror or str(exc), [], [], [])
+    return _pack(classify_bytes(data, name, check_syntax=check_syntax))
 
 
-def _classify_chunk(chunk: list[tuple[str, bytes]], check_syntax: bool) -> list[tuple[Any, ...]]:
-    return [_pack(classify_bytes(data, path, check_syntax=check_syntax)) for path, data in chunk]
+def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[tuple[Any, ...]]:
+    """Worker entry point for spawned workers (the bytes travel through a pipe)."""
+    return [_classify_one(name, data, check_syntax) for name, data in items]
 
 
-def _classify_shared(indices: list[int], check_syntax: bool) -> list[tuple[Any, ...]]:
-    return [
-        _pack(classify_bytes(_SHARED[i][1], _SHARED[i][0], check_syntax=check_syntax)) for i in indices
-    ]
+#: The files to classify, set before forking so that the children inherit
+#: the list (and any bytes already read) instead of receiving it.
+_SHARED: list[tuple[str, bytes | None]] = []
 
 
-def _chunks(items: list[tuple[str, bytes]], n: int) -> list[list[int]]:
-    """Split item indices into n piles of similar byte size (largest first, greedy)."""
-    piles: list[list[int]] = [[] for _ in range(n)]
-    sizes = [0] * n
-    for index in sorted(range(len(items)), key=lambda i: len(items[i][1]), reverse=True):
-        i = sizes.index(min(sizes))
-        piles[i].append(index)
-        sizes[i] += len(items[index][1])
-    return [p for p in piles if p]
+def _classify_shared(indices: range, check_syntax: bool) -> list[tuple[Any, ...]]:
+    shared = _SHARED
+    return [_classify_one(shared[i][0], shared[i][1], check_syntax) for i in indices]
 
 
-def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classified]:
-    cache = Cache(settings.root / settings.cache_dir, enabled=settings.cache)
+def _classify_todo(todo: list[tuple[str, bytes | None]], settings: Settings) -> list[tuple[Any, ...]]:
+    """Packed results for ``todo`` (in order), in ``settings.jobs`` processes when worth it.
+
+    Files not read yet (``None``) are read by the process that classifies them.
+    """
+    syntax = settings.syntax
+    jobs = settings.jobs or os.cpu_count() or 1
+    piles = min(jobs, len(todo) // (_PARALLEL_THRESHOLD // 2)) if len(todo) >= _PARALLEL_THRESHOLD else 1
+    if piles <= 1:
+        return [_classify_one(name, data, syntax) for name, data in todo]
+    # Interleaved piles: neighbouring files (same package, same kind of code) split evenly.
+    ranges = [range(k, len(todo), piles) for k in range(piles)]
+    if fork_is_safe():
+        _SHARED[:] = todo
+        try:
+            answers = fork_map(lambda indices: _classify_shared(indices, syntax), ranges)
+        finally:
+            _SHARED.clear()
+    else:
+        from migrate_v3.workers import process_pool
+
+        with process_pool(piles) as pool:
+            futures = [pool.submit(_classify_items, [todo[i] for i in r], syntax) for r in ranges]
+            answers = [future.result() for future in futures]
+    packed: list[tuple[Any, ...]] = [()] * len(todo)
+    for indices, answer in zip(ranges, answers, strict=True):
+        for index, result in zip(indices, answer, strict=True):
+            packed[index] = result
+    return packed
+
+
+def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, Classified]:
     out: dict[str, Classified] = {}
-    todo: list[tuple[str, bytes]] = []
+    if not settings.cache:
+        todo: list[tuple[str, bytes | None]] = [(str(path), None) for path in files]
+        for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
+            out[name] = _unpack(name, packed)
+        return out
+
+    from migrate_v3.cache import Cache, digest
+
+    cache = Cache(settings.root / settings.cache_dir)
+    todo = []
     keys: dict[str, str] = {}
     flag = "s" if settings.syntax else "n"
     for path in files:
         name = str(path)
         try:
-            data = path.read_bytes()
+            data = Path(name).read_bytes()
         except OSError as exc:
             out[name] = Classified(FileResult(name, "error", error=exc.strerror or str(exc)))
-            continue
-        if not cache.enabled:
-            todo.append((name, data))
             continue
         key = digest(data) + flag
         keys[name] = key
@@ -105,34 +138,9 @@ def classify_many(files: Iterable[Path], settings: Settings) -> dict[str, Classi
             out[name] = _unpack(name, hit)
         else:
             todo.append((name, data))
-    jobs = settings.jobs or os.cpu_count() or 1
-    if jobs > 1 and len(todo) >= _PARALLEL_THRESHOLD:
-        piles = _chunks(todo, jobs * 4)
-        shared = fork_is_safe()
-        if shared:
-            _SHARED[:] = todo  # forked workers inherit the bytes: nothing to pickle
-        try:
-            with process_pool(jobs) as pool:
-                futures = [
-                    pool.submit(_classify_shared, pile, settings.syntax)
-                    if shared
-                    else pool.submit(_classify_chunk, [todo[i] for i in pile], settings.syntax)
-                    for pile in piles
-                ]
-                for pile, future in zip(piles, futures, strict=True):
-                    for index, packed in zip(pile, future.result(), strict=True):
-                        name = todo[index][0]
-                        out[name] = _unpack(name, packed)
-                        if name in keys:
-                            cache.put(name, keys[name], packed)
-        finally:
-            _SHARED.clear()
-    else:
-        for name, data in todo:
-            packed = _pack(classify_bytes(data, name, check_syntax=settings.syntax))
-            out[name] = _unpack(name, packed)
-            if name in keys:
-                cache.put(name, keys[name], packed)
+    for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
+        out[name] = _unpack(name, packed)
+        cache.put(name, keys[name], packed)
     cache.save()
     return out
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from dataclasses import dataclass, field
+from importlib.util import MAGIC_NUMBER, cache_from_source, source_hash
 from pathlib import Path
 
 from migrate_v3.findings import FileResult, Finding
@@ -35,6 +37,38 @@ def decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def compiled_by_python(path: str, data: bytes) -> bool:
+    """Whether this interpreter's bytecode cache proves that ``data``, read from ``path``, compiles.
+
+    A ``__pycache__`` file with this interpreter's magic number that is valid
+    for the source (the import system's own test: recorded mtime and size, or
+    the source hash of hash-based pycs) was written by compiling these bytes,
+    and compiling implies parsing. We also require the pyc to be no older than
+    the source. Installed packages always have one, so ``check`` need not parse
+    them again; anything else (no pyc, stale, another Python) is parsed.
+    """
+    if not path.endswith(".py"):
+        return False
+    try:
+        with open(cache_from_source(path), "rb") as pyc:
+            header = pyc.read(16)
+            written = os.fstat(pyc.fileno()).st_mtime_ns
+        source = os.stat(path)
+    except (OSError, ValueError, NotImplementedError):
+        return False
+    if len(header) < 16 or header[:4] != MAGIC_NUMBER or source.st_size != len(data):
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 0b1:  # hash-based pyc
+        return flags in (0b01, 0b11) and header[8:16] == source_hash(data)
+    return (
+        flags == 0
+        and int.from_bytes(header[8:12], "little") == int(source.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(header[12:16], "little") == source.st_size & 0xFFFFFFFF
+        and source.st_mtime_ns <= written
+    )
+
+
 def kind_of(scan: Scan) -> str:
     if scan.v2 and scan.v3:
         return "mixed"
@@ -62,7 +96,7 @@ def classify_bytes(data: bytes, path: str, *, check_syntax: bool = True) -> Clas
     scan = scan_source(text)
     # Parsing costs three times the scan: do it where it matters, for the files
     # check reports on (and apply would rewrite).
-    if check_syntax and (scan.findings or scan.todo_markers):
+    if check_syntax and (scan.findings or scan.todo_markers) and not compiled_by_python(path, data):
         problem = syntax_error(text, path)
         if problem is not None:
             return Classified(FileResult(path, "error", error=problem))

@@ -5,22 +5,110 @@ and the data), but forking a process that already runs MAX (its runtime
 threads and compile-pool processes) breaks that process's compile pool:
 the forked children run MAX's exit handlers. So fork only from a process
 that has no other thread and has not imported MAX; otherwise spawn.
+
+``check`` does not need a pool: ``fork_map`` forks one child per pile of
+work, keeps the first pile for itself and reads each child's answer back
+through a pipe (marshal), which costs a few milliseconds where a pool's
+start-up, queues and pickling cost tens. The pool (``process_pool``) is
+imported only when spawning is needed.
 """
 
 from __future__ import annotations
 
+import marshal
+import os
+import signal
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+T = TypeVar("T")
 
 
 def fork_is_safe() -> bool:
-    return threading.active_count() == 1 and not any(
+    return hasattr(os, "fork") and threading.active_count() == 1 and not any(
         name == "max" or name.startswith("max.") for name in list(sys.modules)
     )
 
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     method = "fork" if fork_is_safe() else "spawn"
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context(method))
+
+
+def _child(func: Callable[[T], Any], pile: T, read: int, write: int) -> None:
+    """Runs in the forked child: never returns into the caller's code."""
+    status = 1
+    try:
+        os.close(read)
+        data = marshal.dumps(func(pile))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view) :]
+        status = 0
+    except BaseException:  # noqa: B036 - any failure: the parent redoes the pile
+        pass
+    finally:
+        os._exit(status)
+
+
+def fork_map(func: Callable[[T], Any], piles: Sequence[T]) -> list[Any]:
+    """``[func(p) for p in piles]``, the piles after the first in forked children.
+
+    ``func`` must return marshal-able data. A child that fails (killed, an
+    exception, data that cannot be marshalled) has its pile redone here, so
+    the result never depends on whether forking worked. Call only when
+    ``fork_is_safe()``.
+    """
+    children: list[tuple[int, int]] = []
+    try:
+        for pile in piles[1:]:
+            read, write = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(read)
+                os.close(write)
+                children.append((-1, -1))
+                continue
+            if pid == 0:
+                _child(func, pile, read, write)
+            os.close(write)
+            children.append((pid, read))
+        results = [func(piles[0])] if piles else []
+        for pile in piles[1:]:
+            pid, read = children.pop(0)
+            results.append(_collect(func, pile, pid, read))
+        return results
+    finally:
+        for pid, read in children:  # the parent failed: stop and reap the children
+            if pid > 0:
+                try:
+                    os.close(read)
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+
+
+def _collect(func: Callable[[T], Any], pile: T, pid: int, read: int) -> Any:
+    if pid < 0:
+        return func(pile)
+    chunks = []
+    with os.fdopen(read, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return func(pile)
+    try:
+        return marshal.loads(b"".join(chunks))
+    except (EOFError, ValueError, TypeError):
+        return func(pile)
