@@ -21,6 +21,7 @@ from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
 from codemods.parameters import Parameters
 from codemods.pipeline_model import PipelineModels
+from codemods.ports import Ports
 from codemods.registration import Registration
 from codemods.residual import Residual
 from codemods.self_imports import SelfImports
@@ -38,6 +39,7 @@ ORDER: list[type[Codemod]] = [
     WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
+    Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module
     Containers,  # MV35x: LayerList/Sequential
     Ops,  # MV37x: ops.X → F.X, graph-value APIs
     TensorTypes,  # MV33x: TensorValue → Tensor

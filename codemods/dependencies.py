@@ -2,8 +2,10 @@
 
 ``from ..llama3.model_config import X`` (or the absolute
 ``max.pipelines.architectures.llama3...``) points to ``llama3_modulev3`` when
-that variant exists or is migrated in the same run; otherwise the import stays
-with a TODO naming the package to migrate first.
+that variant exists beside ``llama3`` or is migrated in the same run (an
+absolute import becomes relative, so it reaches that variant and not whatever
+``max.pipelines.architectures`` resolves to); otherwise the import stays with
+a TODO naming the package to migrate first.
 
     from ..llama3.model_config import Llama3Config
     →  from ..llama3_modulev3.model_config import Llama3Config
@@ -48,6 +50,11 @@ class Dependencies(Codemod):
         if target is None:
             self.todo("MV301", f"depends on V2 package {package}: migrate {package} first (apply {package} ...)")
             return updated
-        new = head + ".".join([target, *parts[1:]])
+        new = ".".join([target, *parts[1:]])
         self.rewrote(original, "MV301", f"{package} → {target}")
+        if head:
+            # the variant found beside the sibling is the one to use, wherever
+            # max.pipelines.architectures resolves: import it relatively
+            dots = [cst.Dot()] * (ctx.package_depth + 2)
+            return updated.with_changes(module=cst.parse_expression(new), relative=dots)
         return updated.with_changes(module=cst.parse_expression(new))

@@ -87,7 +87,7 @@ class Imports(Codemod):
         needed: dict[str, set[tuple[str, str | None]]] = {}
         for module, name, alias in sorted(state.needed_imports, key=lambda t: (t[0], t[1], t[2] or "")):
             needed.setdefault(module, set()).add((name, alias))
-        provided = {alias or name for names in needed.values() for name, alias in names}
+        provided = {alias or name for names in needed.values() for name, alias in names} | set(state.helpers)
         bound: dict[str, str] = {}
         new_body: list[cst.BaseStatement] = []
         first_changed: int | None = None

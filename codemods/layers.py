@@ -8,22 +8,34 @@ TODO; a layer with no V3 class is left as is with a TODO.
 
     Linear(in_dim, out_dim, dtype, device)
     →  Linear(in_dim=in_dim, out_dim=out_dim, bias=False)
+
+The same mapping applies where V2 code builds layers indirectly:
+``functools.partial(RMSNorm, dim, dtype=d, eps=e)`` (the partial's arguments),
+and calls of a *layer factory*: a parameter annotated ``Callable[..., Linear]``
+or a name bound to ``partial(MLP, ...)`` / ``A if c else partial(MLP, ...)``.
+``StackedLinear`` of q/k/v becomes ``QKVLinear`` (same checkpoint names).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
-from codemods.base import Codemod
+from codemods.base import Codemod, FileState
 from migrate_v3.knowledge.layers import (
     FUNCTIONS,
     LAYERS,
     NO_V3_CLASS,
     PLACEMENT_ARGS,
+    QKV_LINEAR,
+    QKV_NAMES,
     RMSNORM_HELPER,
     RMSNORM_HELPER_NAME,
     RMSNORM_VARIANTS,
+    STACKED_LINEAR_DEFAULTS,
+    STACKED_LINEAR_PARAMS,
     LayerSpec,
     v2_symbol,
 )
@@ -41,6 +53,19 @@ def _literal(src: str) -> str:
     return str(int(value)) if value.is_integer() else src
 
 
+_PARTIAL = frozenset({"functools.partial"})
+
+
+@dataclass(frozen=True)
+class Factory:
+    """A name that builds V2 layers: which layer, and how many positionals it pre-binds."""
+
+    symbol: str
+    offset: int = 0
+    #: another alternative of ``A if c else partial(B, ...)`` that is not ``symbol``
+    other: str | None = None
+
+
 class LayerConstructors(Codemod):
     PREFIX = "MV34"
 
@@ -48,10 +73,136 @@ class LayerConstructors(Codemod):
     def applies(cls, source: str) -> bool:
         return "max.nn" in source or "from max import nn" in source
 
+    def __init__(self, state: FileState) -> None:
+        super().__init__(state)
+        #: layer factories by name, innermost function scope last
+        self.factories: list[dict[str, Factory]] = [{}]
+
+    # --- factory bookkeeping -------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.factories.append({})
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.factories.pop()
+        return updated
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.annotation is not None:
+            self._record(node.name.value, self._callable_of(node.annotation.annotation))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self._record(node.targets[0].target.value, self._factory_of(node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name):
+            found = self._factory_of(node.value) if node.value is not None else None
+            self._record(node.target.value, found or self._callable_of(node.annotation.annotation))
+
+    def _record(self, name: str, factory: Factory | None) -> None:
+        if factory is not None:
+            self.factories[-1][name] = factory
+
+    def _layer_symbol(self, node: cst.BaseExpression) -> str | None:
+        symbol = v2_symbol(self.qualname(node))
+        return symbol if symbol in LAYERS else None
+
+    def _callable_of(self, annotation: cst.BaseExpression) -> Factory | None:
+        """``Callable[..., Linear]`` → a Linear factory."""
+        if not isinstance(annotation, cst.Subscript) or len(annotation.slice) != 2:
+            return None
+        if self.qualname(annotation.value) not in ("typing.Callable", "collections.abc.Callable"):
+            return None
+        elem = annotation.slice[1].slice
+        if not isinstance(elem, cst.Index):
+            return None
+        symbol = self._layer_symbol(elem.value)
+        return Factory(symbol) if symbol else None
+
+    def _factory_of(self, value: cst.BaseExpression) -> Factory | None:
+        """``partial(X, a, k=v)`` / ``X`` / ``A if c else B`` where X is a V2 layer class."""
+        if isinstance(value, cst.IfExp):
+            body, orelse = self._factory_of(value.body), self._factory_of(value.orelse)
+            found = body or orelse
+            if found is None:
+                return None
+            if body is not None and orelse is not None and body.symbol == orelse.symbol:
+                return found
+            other = value.orelse if found is body else value.body
+            return Factory(found.symbol, found.offset, source(other))
+        if isinstance(value, cst.Call) and self.qualname(value.func) in _PARTIAL and value.args:
+            symbol = self._layer_symbol(value.args[0].value)
+            if symbol is None or any(a.star for a in value.args):
+                return None
+            return Factory(symbol, sum(1 for a in value.args[1:] if a.keyword is None))
+        symbol = self._layer_symbol(value)
+        return Factory(symbol) if symbol else None
+
+    def _factory(self, func: cst.BaseExpression) -> Factory | None:
+        if not isinstance(func, cst.Name):
+            return None
+        for scope in reversed(self.factories):
+            if func.value in scope:
+                return scope[func.value]
+        return None
+
+    # --- rewrites --------------------------------------------------------------
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        symbol = v2_symbol(self.qualname(original.func))
+        qualified = self.qualname(original.func)
+        if qualified in _PARTIAL:
+            return self._partial(original, updated)
+        symbol = v2_symbol(qualified)
         if symbol is None:
+            factory = self._factory(original.func) if qualified is None or "." not in qualified else None
+            return self._factory_call(original, updated, factory) if factory else updated
+        return self._layer_call(original, updated, symbol)
+
+    def _partial(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """``partial(V2Layer, ...)``: map the partial's arguments as a call of the layer."""
+        if not updated.args or updated.args[0].keyword is not None or updated.args[0].star:
             return updated
+        symbol = v2_symbol(self.qualname(original.args[0].value))
+        if symbol is None or (symbol not in LAYERS and symbol not in NO_V3_CLASS):
+            return updated
+        inner = cst.Call(func=updated.args[0].value, args=updated.args[1:])
+        new = self._layer_call(original, inner, symbol)
+        if not isinstance(new, cst.Call) or new is inner:
+            return updated
+        head = updated.args[0].with_changes(value=new.func)
+        if not new.args:
+            head = head.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(args=[head, *new.args])
+
+    def _factory_call(self, original: cst.Call, updated: cst.Call, factory: Factory) -> cst.BaseExpression:
+        """A call through a layer factory: same argument map, the callee stays."""
+        spec = LAYERS[factory.symbol]
+        positional = spec.v2_params[factory.offset :]
+        bound = bind(updated, positional, spec.v2_kwonly)
+        if bound is None:
+            v3_keywords = all(a.keyword is not None and a.keyword.value in spec.v3_params for a in updated.args)
+            if not v3_keywords:
+                self.todo("MV340", f"{source(original.func)}(...) builds a V2 {factory.symbol}: rewrite its arguments for V3")
+            return updated
+        changes = (
+            any(a.keyword is None for a in updated.args)
+            or any(n in spec.drop or n in PLACEMENT_ARGS or n in spec.rename or n in spec.unsupported for n in bound.order)
+            or any(v3 not in bound.args for v3 in [*spec.flipped, *spec.always])
+        )
+        if not changes:
+            return updated
+        if factory.other is not None:
+            self.todo("MV340", f"{source(original.func)} may also be {factory.other}: it must take V3 {spec.v3_name} keywords")
+        skip = frozenset({"weight_offset", "multiply_before_cast"}) if factory.symbol == "RMSNorm" else frozenset()
+        for name in skip & set(bound.order):
+            self.todo("MV342", f"{source(original.func)}({name}=...): pick the V3 RMSNorm variant where the factory is built")
+        new = self._rebuild(original, updated, bound, spec, spec.v3_name, skip=skip, factory=True)
+        return new.with_changes(func=updated.func)
+
+    def _layer_call(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
+        if symbol == "StackedLinear":
+            return self._stacked_linear(original, updated)
         if symbol in NO_V3_CLASS:
             self.todo("MV343", f"{symbol} has no V3 class: {NO_V3_CLASS[symbol]}")
             return updated
@@ -70,6 +221,39 @@ class LayerConstructors(Codemod):
             return self._rmsnorm(original, updated, bound)
         return self._rebuild(original, updated, bound, spec, spec.v3_name)
 
+    def _stacked_linear(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """q/k/v ``StackedLinear`` → ``QKVLinear``; anything else is left with a TODO."""
+        bound = bind(updated, STACKED_LINEAR_PARAMS)
+        why = NO_V3_CLASS["StackedLinear"]
+        if bound is None or "out_dims" not in bound.args or "in_dim" not in bound.args:
+            self.todo("MV343", f"StackedLinear {why}")
+            return updated
+        dims = bound.args["out_dims"].value
+        names = bound.args.get("names")
+        defaults_ok = all(
+            source(bound.args[k].value) == v for k, v in STACKED_LINEAR_DEFAULTS.items() if k in bound.args
+        )
+        if (
+            not isinstance(dims, (cst.List, cst.Tuple))
+            or len(dims.elements) != 3
+            or source(dims.elements[1].value) != source(dims.elements[2].value)
+            or (names is not None and source(names.value).replace("'", '"') != QKV_NAMES)
+            or not defaults_ok
+        ):
+            self.todo("MV343", f"StackedLinear {why}")
+            return updated
+        new = [
+            as_keyword(bound.args["in_dim"], "in_dim"),
+            new_keyword("q_dim", source(dims.elements[0].value)),
+            new_keyword("kv_dim", source(dims.elements[1].value)),
+            as_keyword(bound.args["has_bias"], "bias") if "has_bias" in bound.args else new_keyword("bias", "False"),
+        ]
+        if "stacked" in bound.args:
+            new.append(as_keyword(bound.args["stacked"], "stacked"))
+        func = self._ref(original.func, *QKV_LINEAR)
+        self.rewrote(original, "MV340", "StackedLinear(q/k/v) → QKVLinear(...) (same q_proj/k_proj/v_proj weights)")
+        return updated.with_changes(func=func, args=relayout(updated.args, new))
+
     def _ref(self, func: cst.BaseExpression, module: str, name: str) -> cst.BaseExpression:
         """The V3 class reference: keep a bare local name, replace ``nn.X``."""
         self.state.import_name(module, name)
@@ -86,6 +270,7 @@ class LayerConstructors(Codemod):
         v3_name: str,
         v3_module: str | None = None,
         skip: frozenset[str] = frozenset(),
+        factory: bool = False,
     ) -> cst.Call:
         v2 = spec.v2_name
         new: dict[str, cst.Arg] = {}
@@ -123,10 +308,15 @@ class LayerConstructors(Codemod):
             if v3 not in new:
                 new[v3] = new_keyword(v3, value)
                 self.rewrote(original, "MV341", f"{v2}: {v3}={value} keeps V2 numerics")
+        for v3, (value, (module, name), why) in spec.fill.items():
+            if v3 not in new and not factory:
+                self.state.import_name(module, name)
+                new[v3] = new_keyword(v3, value)
+                self.rewrote(original, "MV341", f"{v2}: {v3}={value} added ({why})")
         for v3, why in spec.required.items():
-            if v3 not in new:
+            if v3 not in new and not factory:
                 self.todo("MV342", f"{v3_name}: {why}")
-        if spec.caveat:
+        if spec.caveat and not factory:
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
         ordered = [new[p] for p in spec.v3_params if p in new]
         func = self._ref(original.func, v3_module or spec.v3_module, v3_name)

@@ -71,8 +71,9 @@ RULES: dict[str, Rule] = {
            "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim=in_dim, out_dim=out_dim, bias=False)"),
         _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent",
            "Linear(4, 4, dtype, device, clip_weight=1.0)", "# TODO(migrate-v3): MV342 Linear(clip_weight=...) has no V3 equivalent"),
-        _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally",
-           "return Transformer(", "# TODO(migrate-v3): MV343 Transformer has no V3 class"),
+        _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
+           "(apply adds its own V3 port of Transformer)",
+           "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
            "LayerList(blocks)", "ModuleList(blocks)"),

@@ -47,6 +47,9 @@ class LayerSpec:
     always: dict[str, str] = field(default_factory=dict)
     #: V3 arguments with no V2 source: a person must supply them.
     required: dict[str, str] = field(default_factory=dict)
+    #: V3 arguments with no V2 source that have one value reproducing V2:
+    #: V3 argument → (value source, (module, name) to import, why).
+    fill: dict[str, tuple[str, tuple[str, str], str]] = field(default_factory=dict)
     #: A note attached as a TODO to every rewritten call (behaviour that differs).
     caveat: str | None = None
 
@@ -78,7 +81,10 @@ _LINEAR_DEFAULTS = {
 }
 _ROPE_PARAMS = ("dim", "n_heads", "theta", "max_seq_len", "head_dim", "_freqs_cis", "interleaved")
 _ROPE_V3 = ("dim", "n_heads", "theta", "max_seq_len", "device", "head_dim", "interleaved")
-_ROPE_DEVICE = "device= is required in V3 (a max.driver Device, e.g. config.devices[0].to_device())"
+#: V2 rotary embeddings have no device: they build their tables on the CPU
+#: (``DeviceRef.CPU()``) and attention moves them. V3 asks for a device.
+_ROPE_FILL = {"device": ("CPU()", ("max.driver", "CPU"), "V2 built the rope tables on the CPU")}
+_LLAMA3_ROPE_PORT = "max.pipelines.architectures.llama3_modulev3.layers.rotary_embedding"
 _MOE_V2 = (
     "devices",
     "hidden_dim",
@@ -300,7 +306,7 @@ LAYERS: dict[str, LayerSpec] = {
             v3_params=_ROPE_V3,
             unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
             v2_defaults={"_freqs_cis": "None"},
-            required={"device": _ROPE_DEVICE},
+            fill=_ROPE_FILL,
         ),
         LayerSpec(
             "YarnRotaryEmbedding",
@@ -310,7 +316,27 @@ LAYERS: dict[str, LayerSpec] = {
             v3_params=(*_ROPE_V3, "scaling_params"),
             unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
             v2_defaults={"_freqs_cis": "None"},
-            required={"device": _ROPE_DEVICE},
+            fill=_ROPE_FILL,
+        ),
+        LayerSpec(
+            "Llama3RotaryEmbedding",
+            _LLAMA3_ROPE_PORT,
+            "Llama3RotaryEmbedding",
+            (*_ROPE_PARAMS, "scaling_params"),
+            v3_params=(*_ROPE_V3, "scaling_params"),
+            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
+            v2_defaults={"_freqs_cis": "None"},
+            fill=_ROPE_FILL,
+        ),
+        LayerSpec(
+            "LongRoPERotaryEmbedding",
+            _LLAMA3_ROPE_PORT,
+            "LongRoPERotaryEmbedding",
+            (*_ROPE_PARAMS, "scaling_params"),
+            v3_params=(*_ROPE_V3, "scaling_params"),
+            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
+            v2_defaults={"_freqs_cis": "None"},
+            fill=_ROPE_FILL,
         ),
         LayerSpec(
             "MoEGate",
@@ -432,17 +458,34 @@ class {RMSNORM_HELPER_NAME}(RMSNorm):
         return rms_norm(x, self.weight, self.eps, multiply_before_cast=True)
 '''
 
+#: V2 ``StackedLinear`` parameters (in order). Only the q/k/v form maps: V3
+#: ``QKVLinear(in_dim, q_dim, kv_dim, bias=, stacked=)`` keeps unfused children
+#: name-transparent as ``q_proj``/``k_proj``/``v_proj``, as V2 did.
+STACKED_LINEAR_PARAMS = (
+    "in_dim",
+    "out_dims",
+    "names",
+    "dtype",
+    "device",
+    "stacked",
+    "has_bias",
+    "linear_cls",
+    "quant_config",
+    "clip_weight",
+    "_is_sharding",
+)
+STACKED_LINEAR_DEFAULTS = {"linear_cls": "Linear", "quant_config": "None", "clip_weight": "None", "_is_sharding": "False"}
+QKV_NAMES = '["q_proj", "k_proj", "v_proj"]'
+QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
+
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
-    "Transformer": "port it locally (see llama3_modulev3/llama3.py Llama3TextModel)",
     "TransformerBlock": "port it locally (see llama3_modulev3/layers/transformer_block.py)",
     "DistributedTransformer": "port it locally; V3 shards by placement",
     "DistributedTransformerBlock": "port it locally; V3 shards by placement",
-    "Llama3RotaryEmbedding": "copy llama3_modulev3/layers/rotary_embedding.py",
-    "LongRoPERotaryEmbedding": "copy llama3_modulev3/layers/rotary_embedding.py",
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
     "DynamicRotaryEmbedding": "port it locally",
-    "StackedLinear": "use common_layers.linear.QKVLinear (q/k/v only) or separate Linears",
+    "StackedLinear": "only q/k/v StackedLinear maps to common_layers.linear.QKVLinear; use separate Linears",
     "Conv1D": "no V3 class: use F.functional(ops.conv) or port it",
     "Conv3D": "no V3 class: use F.conv3d in a local Module",
     "ConvTranspose1d": "no V3 class: use F.conv2d_transpose in a local Module",

@@ -87,11 +87,15 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "activation_function_from_name": Symbol("MV340", f"{CL}.activation.activation_function_from_name"),
     "clamp": Symbol("MV340", "max.experimental.functional.clamp"),
     # layer classes without a V3 class (MV343)
-    "Llama3RotaryEmbedding": Symbol("MV343", None, "copy llama3_modulev3/layers/rotary_embedding.py"),
-    "LongRoPERotaryEmbedding": Symbol("MV343", None, "copy llama3_modulev3/layers/rotary_embedding.py"),
+    "Llama3RotaryEmbedding": Symbol(
+        "MV340", "max.pipelines.architectures.llama3_modulev3.layers.rotary_embedding.Llama3RotaryEmbedding"
+    ),
+    "LongRoPERotaryEmbedding": Symbol(
+        "MV340", "max.pipelines.architectures.llama3_modulev3.layers.rotary_embedding.LongRoPERotaryEmbedding"
+    ),
     "DeepseekYarnRotaryEmbedding": Symbol("MV343", None, "copy deepseekV2_modulev3/layers/rotary_embedding.py"),
     "DynamicRotaryEmbedding": Symbol("MV343"),
-    "Transformer": Symbol("MV343", None, "see llama3_modulev3/llama3.py Llama3TextModel"),
+    "Transformer": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "TransformerBlock": Symbol("MV343", None, "see llama3_modulev3/layers/transformer_block.py"),
     "DistributedTransformer": Symbol("MV343"),
     "DistributedTransformerBlock": Symbol("MV343"),

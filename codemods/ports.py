@@ -1,0 +1,77 @@
+"""MV343 — V2 library classes with no V3 class that migrate-v3 ports itself.
+
+A V2 base such as ``max.nn.transformer.Transformer`` has no ModuleV3
+counterpart, but a subclass only relies on its constructor, its call and its
+attribute names. ``migrate_v3/knowledge/ports/`` holds a V3 port of each
+such class with exactly that surface (tested numerically against V2); this
+codemod adds the port's class to the migrated module, with its imports, and
+points the base (or a direct call) at it, so the V2 import becomes unused.
+
+    from max.nn.transformer import Transformer
+    class Olmo2(Transformer): ...
+    →  class Transformer(Module[..., tuple[Tensor, ...]]): ...   # added by migrate-v3
+       class Olmo2(Transformer): ...
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import libcst as cst
+
+from codemods.base import Codemod
+from codemods.resolve import import_bindings, module_name
+from migrate_v3.knowledge.layers import v2_symbol
+from migrate_v3.knowledge.ports import PORTS, port_source
+
+
+@cache
+def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str]:
+    """A port's imports as (module, name, alias) and the code of its definitions."""
+    module = cst.parse_module(port_source(name))
+    imports: list[tuple[str, str, str | None]] = []
+    defs: list[cst.BaseStatement] = []
+    for stmt in module.body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.ImportFrom) and small.module is not None:
+            mod = module_name(small.module)
+            if mod == "__future__":
+                continue
+            for local, target in import_bindings(small):
+                imported = target.rsplit(".", 1)[1]
+                imports.append((mod, imported, None if local == imported else local))
+        else:
+            defs.append(stmt)
+    return tuple(imports), cst.Module(body=defs).code
+
+
+class Ports(Codemod):
+    PREFIX = "MV343"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return any(name in source for name in PORTS)
+
+    def _port(self, node: cst.CSTNode, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        symbol = v2_symbol(self.qualname(expr))
+        if symbol not in PORTS:
+            return None
+        imports, code = _split(symbol)
+        self.state.needed_imports.update(imports)
+        self.state.helpers[symbol] = code
+        self.rewrote(node, "MV343", f"{symbol} has no V3 class: added migrate-v3's V3 port of it")
+        return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        bases = list(updated.bases)
+        changed = False
+        for i, (old, new) in enumerate(zip(original.bases, updated.bases, strict=True)):
+            ported = self._port(original, old.value) if old.keyword is None else None
+            if ported is not None:
+                bases[i] = new.with_changes(value=ported)
+                changed = True
+        return updated.with_changes(bases=bases) if changed else updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        ported = self._port(original, original.func)
+        return updated.with_changes(func=ported) if ported is not None else updated

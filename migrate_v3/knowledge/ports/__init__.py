@@ -1,0 +1,25 @@
+"""V3 ports of V2 library classes that have no V3 class, injected by ``apply``.
+
+Each module here is real, importable ModuleV3 code (tested against the V2
+class numerically) whose constructor, call signature and attribute names —
+hence checkpoint names — are those of the V2 class. ``apply`` never imports
+these files: :func:`port_source` reads one as text, its ``from X import Y``
+lines become the migrated file's imports and its class is added to the
+migrated module, so migrated code does not depend on migrate-v3 at runtime.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+#: V2 ``max.nn`` class name → the module in this package that ports it.
+PORTS: dict[str, str] = {
+    "Transformer": "transformer",
+}
+
+
+@cache
+def port_source(name: str) -> str:
+    """The text of the port of V2 class ``name`` (imports included)."""
+    return (Path(__file__).parent / f"{PORTS[name]}.py").read_text(encoding="utf-8")

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from typing import Any
+
+from max.driver import CPU
+from max.dtype import DType
+from max.experimental import functional as F
+from max.experimental.nn import Module
+from max.experimental.nn.sequential import ModuleList
+from max.experimental.tensor import Tensor
+from max.nn.transformer import ReturnHiddenStates, ReturnLogits
+
+
+class Transformer(Module[..., tuple[Tensor, ...]]):
+    """V3 port of V2 ``max.nn.transformer.Transformer`` (single device); added by migrate-v3.
+
+    Same constructor, call convention and attribute names (so the same weight
+    names) as V2; ``forward`` returns ``(last_logits[, logits, offsets])``.
+    Hidden-state outputs are not ported.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        layers: list[Any],
+        norm: Any,
+        output: Any,
+        embedding: Any,
+        kv_params: Any,
+        rope: Any,
+        return_logits: ReturnLogits = ReturnLogits.LAST_TOKEN,
+        return_hidden_states: ReturnHiddenStates = ReturnHiddenStates.NONE,
+        embedding_multiplier: float = 1.0,
+        logits_scaling: float = 1.0,
+        target_layer_ids: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        if return_hidden_states != ReturnHiddenStates.NONE or target_layer_ids:
+            raise NotImplementedError("the migrate-v3 port of Transformer returns logits only")
+        self.dim = dim
+        self.n_heads = n_heads
+        self.layers = ModuleList(layers)
+        self.norm = norm
+        self.lm_head = output
+        self.embed_tokens = embedding
+        self.kv_params = kv_params
+        self.embedding_multiplier = embedding_multiplier
+        self.rope = rope
+        self.return_logits = return_logits
+        self.return_hidden_states = return_hidden_states
+        self.logits_scaling = logits_scaling
+
+    def _logits(self, h: Tensor) -> Tensor:
+        return F.cast(self.lm_head(self.norm(h)), DType.float32)
+
+    def forward(
+        self,
+        tokens: Tensor,
+        kv_collection: Any,
+        return_n_logits: Tensor,
+        input_row_offsets: Tensor,
+    ) -> tuple[Tensor, ...]:
+        h = self.embed_tokens(tokens)
+        if self.embedding_multiplier != 1.0:
+            h = h * float(self.embedding_multiplier)
+        freqs_cis = self.rope.freqs_cis
+        for idx, layer in enumerate(self.layers):
+            h = layer(
+                F.constant(idx, DType.uint32, device=CPU()),
+                h,
+                kv_collection,
+                freqs_cis=freqs_cis,
+                input_row_offsets=input_row_offsets,
+            )
+        last_logits = self._logits(F.gather(h, input_row_offsets[1:] - 1, axis=0))
+        logits: Tensor | None = None
+        offsets: Tensor | None = None
+        if self.return_logits == ReturnLogits.VARIABLE:
+            return_n_logits_range = F.arange(
+                return_n_logits[0], 0, -1, out_dim="return_n_logits_range", device=h.device, dtype=DType.int64
+            )
+            offsets = F.unsqueeze(input_row_offsets[1:], -1) - return_n_logits_range
+            last_indices = F.reshape(offsets, shape=(-1,))
+            logits = self._logits(F.gather(h, last_indices, axis=0))
+            offsets = F.arange(
+                0,
+                last_indices.shape[0] + return_n_logits[0],
+                return_n_logits[0],
+                out_dim="logit_offsets",
+                device=h.device,
+                dtype=DType.int64,
+            )
+        elif self.return_logits == ReturnLogits.ALL:
+            logits = self._logits(h)
+            offsets = input_row_offsets
+        if self.logits_scaling != 1.0:
+            last_logits = last_logits / self.logits_scaling
+            if logits is not None:
+                logits = logits / self.logits_scaling
+        if offsets is None:
+            return (last_logits,)
+        assert logits is not None
+        return (last_logits, logits, offsets)
