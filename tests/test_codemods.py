@@ -39,6 +39,7 @@ CODEMOD_DIRS = [
     "sharding",
     "registration",
     "dependencies",
+    "ports",
 ]
 CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
 

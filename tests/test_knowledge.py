@@ -1,0 +1,75 @@
+"""The layer signature maps (``knowledge/layers.py``) against the installed max 26.7.
+
+``apply`` runs without max, so its facts are data; this test re-derives them
+from ``inspect.signature`` on the real V2 and V3 classes, so a map that
+names a parameter a class does not have (or in the wrong position) fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from functools import cache
+from typing import Any
+
+import pytest
+
+from migrate_v3.knowledge.layers import LAYERS, STACKED_LINEAR_PARAMS, LayerSpec
+
+
+@cache
+def _v2_classes() -> dict[str, Any]:
+    """Every public class defined under max.nn (V2), by name."""
+    import max.nn
+
+    found: dict[str, Any] = {}
+    for info in pkgutil.walk_packages(max.nn.__path__, "max.nn."):
+        if info.name.startswith(("max.nn.module_v3", "max.nn.legacy")):
+            continue
+        try:
+            mod = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001, S112 - optional submodules (GPU-only) may not import
+            continue
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and obj.__module__.startswith("max.nn."):
+                found.setdefault(name, obj)
+    return found
+
+
+def _params(cls: Any) -> list[inspect.Parameter]:
+    return list(inspect.signature(cls.__init__).parameters.values())[1:]
+
+
+def _accepted(cls: Any) -> set[str]:
+    """Keyword names ``cls(...)`` accepts, following ``**kwargs`` up the MRO."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = _params(klass)
+        names |= {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
+@pytest.mark.parametrize("spec", list(LAYERS.values()), ids=lambda s: s.v2_name)
+def test_layer_spec_matches_installed_classes(spec: LayerSpec) -> None:
+    v2 = _v2_classes()[spec.v2_name]
+    v2_params = _params(v2)
+    positional = [p.name for p in v2_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    assert list(spec.v2_params) == positional[: len(spec.v2_params)], "V2 positional order"
+    v2_names = _accepted(v2)
+    assert set(spec.v2_kwonly) <= v2_names
+
+    v3 = getattr(importlib.import_module(spec.v3_module), spec.v3_name)
+    v3_names = _accepted(v3)
+    assert set(spec.v3_params) <= v3_names, "V3 parameters the map emits"
+    assert set(spec.flipped) | set(spec.always) | set(spec.fill) | set(spec.required) <= v3_names
+    assert set(spec.rename) <= v2_names and set(spec.unsupported) <= v2_names
+
+
+def test_stacked_linear_parameters() -> None:
+    positional = [p.name for p in _params(_v2_classes()["StackedLinear"])]
+    assert list(STACKED_LINEAR_PARAMS) == positional

@@ -1,0 +1,144 @@
+"""A llama-family decoder end to end: max 26.7's ``olmo2`` (which imports ``llama3``).
+
+Both V2 packages are copied into a temp package ``archs/`` and migrated in
+one ``apply`` run (no hand edit). The migrated ``olmo2_modulev3`` must import,
+register ``Olmo2ForCausalLM_ModuleV3``, and its language model ``Olmo2``
+must build under ``F.lazy()``, compile on CPU with the V3 ragged paged-KV
+input types (``modulev3_ragged_kv_symbolic_inputs``, what
+``ModuleV3PipelineModelWithKVCache`` compiles with) and the V2 model's state
+dict, and give V2's next-token logits for a 7-token prefill through a real
+``PagedKVCacheManager`` on CPU.
+
+What MAX 26.7 allows on CPU for a paged KV cache (measured here and in
+``bench/kv_cpu_probe.py``): ``MHAKVCacheParams`` with ``devices=[CPU]`` and
+float32, ``PagedKVCacheManager`` over an ``InferenceSession(devices=[CPU()])``,
+``claim``/``alloc``/``runtime_inputs`` and a prefill through the fused
+``rope_split_store_ragged`` + ``flash_attention_ragged`` kernels all work.
+
+Two compiles (V2 graph, V3 graph): ~2-5 min each the first time, cached after.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from migrate_v3.apply import apply_paths
+
+PROMPT = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int64)
+
+
+def _architectures() -> Path:
+    import max.pipelines.architectures as archs
+
+    return Path(archs.__file__).parent
+
+
+@pytest.fixture
+def archs(tmp_path: Path) -> Iterator[ModuleType]:
+    """``archs/{llama3,olmo2}`` copied from max and migrated together, importable as ``archs``."""
+    pkg = tmp_path / "archs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name in ("llama3", "olmo2"):
+        shutil.copytree(_architectures() / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
+    report = apply_paths([pkg / "olmo2", pkg / "llama3"], out=pkg, force=False, diff=False, jobs=1)
+    assert not report.errors and not any(f.error for f in report.files)
+    sys.path.insert(0, str(tmp_path))
+    yield importlib.import_module("archs")
+    sys.path.remove(str(tmp_path))
+    for mod in [m for m in sys.modules if m.split(".")[0] == "archs"]:
+        del sys.modules[mod]
+
+
+def _config_args(kv: object) -> dict[str, object]:
+    from max.dtype import DType
+    from max.graph import DeviceRef
+
+    return dict(
+        hidden_size=16, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=2,
+        rope_theta=10000.0, rope_scaling_params=None, max_seq_len=64, intermediate_size=32,
+        interleaved_rope_weights=False, vocab_size=32, dtype=DType.float32, kv_params=kv,
+        attention_multiplier=8**-0.5, embedding_multiplier=1.0, residual_multiplier=1.0,
+        devices=[DeviceRef.CPU()], rms_norm_eps=1e-5, model_quantization_encoding=None,
+        quantization_config=None, clip_qkv=None,
+    )
+
+
+def _kv_inputs(kv: object) -> list[object]:
+    """A fresh paged cache on CPU, one 7-token request claimed: its runtime inputs."""
+    from max import tree
+    from max.driver import CPU
+    from max.engine import InferenceSession
+    from max.pipelines.context import TextContext, TokenBuffer
+    from max.pipelines.kv_cache import PagedKVCacheManager
+    from max.pipelines.modeling.types import RequestID
+
+    manager = PagedKVCacheManager(
+        params=kv, session=InferenceSession(devices=[CPU()]), total_num_pages=8, max_batch_size=2
+    )
+    ctx = TextContext(request_id=RequestID(), max_length=64, tokens=TokenBuffer(PROMPT))
+    manager.claim(ctx)
+    manager.alloc(ctx)
+    return list(tree.leaves(manager.runtime_inputs([[ctx]])))
+
+
+@pytest.mark.slow
+def test_olmo2_migrated_decoder_matches_v2_logits(archs: ModuleType) -> None:
+    from max.driver import CPU, Buffer
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.experimental import functional as F
+    from max.experimental.tensor import default_dtype
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import MHAKVCacheParams
+    from max.pipelines.architectures.llama3.model_config import Llama3Config as V2Config
+    from max.pipelines.architectures.olmo2.olmo2 import Olmo2 as V2Olmo2
+    from max.pipelines.lib import SupportedArchitecture
+    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
+
+    # the migrated package imports and registers under the V3 name
+    pkg = importlib.import_module("archs.olmo2_modulev3")
+    arch = importlib.import_module("archs.olmo2_modulev3.arch")
+    assert isinstance(arch.olmo2_modulev3_arch, SupportedArchitecture)
+    assert arch.olmo2_modulev3_arch.name == "Olmo2ForCausalLM_ModuleV3"
+    assert pkg.olmo2_modulev3_arch is arch.olmo2_modulev3_arch
+    olmo2_v3 = importlib.import_module("archs.olmo2_modulev3.olmo2")
+    config_v3 = importlib.import_module("archs.llama3_modulev3.model_config")
+    assert Path(str(olmo2_v3.__file__)).is_relative_to(Path(str(pkg.__file__)).parent)
+
+    kv = MHAKVCacheParams(
+        dtype=DType.float32, n_kv_heads=2, head_dim=8, num_layers=2, devices=[DeviceRef.CPU()], page_size=16
+    )
+    with F.lazy(), default_dtype(DType.float32):
+        model = olmo2_v3.Olmo2(config_v3.Llama3Config(**_config_args(kv)))
+    model.to(CPU())
+    shapes = {name: tuple(int(d) for d in p.shape) for name, p in model.parameters}
+
+    v2 = V2Olmo2(V2Config(**_config_args(kv)))
+    assert set(shapes) == set(v2.state_dict())  # same checkpoint names, no adapter needed
+    rng = np.random.default_rng(0)
+    weights = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in sorted(shapes.items())}
+
+    compiled = model.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv, device_refs=[DeviceRef.CPU()]), weights=weights)
+    tokens = Buffer.from_numpy(PROMPT)
+    n_logits = Buffer.from_numpy(np.array([1], dtype=np.int64))
+    offsets = Buffer.from_numpy(np.array([0, len(PROMPT)], dtype=np.uint32))
+    got = compiled(tokens, n_logits, offsets, *_kv_inputs(kv))
+    got_np = got[0].driver_tensor.to_numpy()
+
+    v2.load_state_dict(weights, weight_alignment=1)
+    graph = v2.trace(*v2.input_types(kv))
+    v2_model = InferenceSession(devices=[CPU()]).load(graph, weights_registry=v2.state_dict())
+    expected = v2_model.execute(tokens, offsets, n_logits, *_kv_inputs(kv))[0].to_numpy()
+
+    assert expected.shape == got_np.shape == (1, 32)
+    assert np.isfinite(expected).all() and np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(got_np, expected, rtol=1e-5, atol=1e-6)
