@@ -148,12 +148,44 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
 # --- dependencies on other packages' V2 code ----------------------------------------------
 
 
-def _module_file(base: Path, parts: list[str]) -> Path | None:
-    return _module_file_cached(base, tuple(parts))
+# Paths here are strings spelled as str(Path(...)) spells them (what discover
+# produces): Path objects cost more than the look-ups they name.
+
+
+def _parent(path: str) -> str:
+    """``str(Path(path).parent)``."""
+    i = path.rfind("/")
+    return "." if i < 0 else path[: i or 1]
+
+
+def _join(directory: str, parts: Sequence[str]) -> str:
+    """``str(Path(directory).joinpath(*parts))`` for parts without "/" or "" in them."""
+    tail = "/".join(parts)
+    if directory == ".":
+        return tail
+    return directory + tail if directory.endswith("/") else f"{directory}/{tail}"
+
+
+def _name(path: str) -> str:
+    """``Path(path).name``."""
+    return "" if path in {".", "/"} else path[path.rfind("/") + 1 :]
 
 
 @lru_cache(maxsize=16384)
-def _module_file_cached(base: Path, parts: tuple[str, ...]) -> Path | None:
+def _module_file(base: str, parts: tuple[str, ...]) -> str | None:
+    if any(not p or "/" in p for p in parts):  # not a module name: let pathlib spell it
+        found = _module_file_path(Path(base), parts)
+        return None if found is None else str(found)
+    for k in range(len(parts), 0, -1):
+        candidate = _join(base, parts[:k])
+        if os.path.isfile(candidate + ".py"):
+            return candidate + ".py"
+        if os.path.isfile(candidate + "/__init__.py"):
+            return candidate + "/__init__.py"
+    return None
+
+
+def _module_file_path(base: Path, parts: tuple[str, ...]) -> Path | None:
     for k in range(len(parts), 0, -1):
         candidate = base.joinpath(*parts[:k])
         if candidate.with_suffix(".py").is_file():
@@ -164,85 +196,121 @@ def _module_file_cached(base: Path, parts: tuple[str, ...]) -> Path | None:
 
 
 @lru_cache(maxsize=4096)
+def _architecture_package(directory: str) -> str | None:
+    candidate = directory
+    while True:
+        if os.path.isfile(_join(candidate, ("arch.py",))):
+            return candidate
+        if not os.path.isfile(_join(candidate, ("__init__.py",))):
+            return None
+        parent = _parent(candidate)
+        if parent == candidate:
+            return None
+        candidate = parent
+
+
 def architecture_package(directory: Path) -> Path | None:
     """The nearest directory at or above ``directory`` holding an ``arch.py``.
 
     That is what MAX calls an architecture package, the unit that is migrated
     (and registered) as a whole; imports between two of them are dependencies.
     """
-    for candidate in (directory, *directory.parents):
-        if (candidate / "arch.py").is_file():
-            return candidate
-        if not (candidate / "__init__.py").is_file():
-            return None
-    return None
+    found = _architecture_package(str(directory))
+    return None if found is None else Path(found)
 
 
-def _other_package(file: Path, target: Path) -> str | None:
-    mine, theirs = architecture_package(file.parent), architecture_package(target.parent)
+def _other_package(directory: str, target: str) -> str | None:
+    mine, theirs = _architecture_package(directory), _architecture_package(_parent(target))
     if theirs is None or theirs == mine:
         return None
-    return theirs.name
+    return _name(theirs)
+
+
+def _resolve_relative(directory: str, target: str) -> tuple[str, str] | None:
+    level = len(target) - len(target.lstrip("."))
+    parts = tuple(p for p in target[level:].split(".") if p)
+    if level < 2 or not parts:
+        return None
+    base = directory
+    for _ in range(level - 1):
+        base = _parent(base)
+    found = _module_file(base, parts)
+    if found is None:
+        return None
+    package = _other_package(directory, found)
+    return (package, found) if package is not None else None
 
 
 def resolve_relative(file: Path, target: str) -> tuple[str, Path] | None:
     """``from ..pkg.mod import x`` in ``file`` -> ("pkg", path of pkg/mod.py) when pkg is another package."""
-    level = len(target) - len(target.lstrip("."))
-    parts = [p for p in target[level:].split(".") if p]
-    if level < 2 or not parts:
+    found = _resolve_relative(str(file.parent), target)
+    return None if found is None else (found[0], Path(found[1]))
+
+
+@lru_cache(maxsize=4096)
+def _architectures_dir(directory: str) -> str | None:
+    candidate = directory
+    while True:
+        parent = _parent(candidate)
+        if _name(candidate) == "architectures" and _name(parent) == "pipelines" and _name(_parent(parent)) == "max":
+            return candidate
+        if parent == candidate:
+            break
+        candidate = parent
+    for entry in sys.path:
+        found = Path(entry or ".") / "max" / "pipelines" / "architectures"
+        if found.is_dir():
+            return str(found)
+    return None
+
+
+def _resolve_absolute(directory: str, target: str) -> tuple[str, str] | None:
+    parts = tuple(target.split(".")[3:])
+    if not parts:
         return None
-    base = file.parent
-    for _ in range(level - 1):
-        base = base.parent
-    found = _module_file(base, parts)
+    root = _architectures_dir(directory)
+    found = _module_file(root, parts) if root is not None else None
     if found is None:
         return None
-    package = _other_package(file, found)
+    package = _other_package(directory, found)
     return (package, found) if package is not None else None
-
-
-def _architectures_dir(file: Path) -> Path | None:
-    for parent in file.parents:
-        if parent.name == "architectures" and parent.parent.name == "pipelines" and parent.parent.parent.name == "max":
-            return parent
-    for entry in sys.path:
-        candidate = Path(entry or ".") / "max" / "pipelines" / "architectures"
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 def resolve_absolute(file: Path, target: str) -> tuple[str, Path] | None:
     """``max.pipelines.architectures.pkg.mod.x`` -> ("pkg", path) when pkg is not ``file``'s own."""
-    parts = target.split(".")[3:]
-    if not parts:
-        return None
-    root = _architectures_dir(file)
-    found = _module_file(root, parts) if root is not None else None
-    if found is None:
-        return None
-    package = _other_package(file, found)
-    return (package, found) if package is not None else None
+    found = _resolve_absolute(str(file.parent), target)
+    return None if found is None else (found[0], Path(found[1]))
 
 
 def link_dependencies(classified: dict[str, Classified], settings: Settings) -> None:
     """Mark files that import another package's V2 (or mixed) module."""
     extra: dict[str, str] = {}
     intrinsic = {name: c.result.kind for name, c in classified.items()}
+    # What an import resolves to depends on the importing file's directory only.
+    resolved_in: dict[tuple[str, str, bool], tuple[str, str] | None] = {}
 
-    def kind(path: Path) -> str:
+    def kind(name: str) -> str:
         """A target's kind from its own content (dependencies do not propagate)."""
-        name = str(path)
         if name in intrinsic:
             return intrinsic[name]
         if name not in extra:
-            extra[name] = classify_file(path, check_syntax=False).result.kind
+            extra[name] = classify_file(Path(name), check_syntax=False).result.kind
         return extra[name]
 
+    def resolve(name: str, target: str, relative: bool) -> tuple[str, str] | None:
+        key = (_parent(name), target, relative)
+        if key not in resolved_in:
+            resolved_in[key] = (_resolve_relative if relative else _resolve_absolute)(key[0], target)
+        return resolved_in[key]
+
     for name, c in classified.items():
-        file = Path(name)
-        candidates = [(resolve_relative(file, t), line, col) for t, line, col in c.relative_imports]
-        candidates += [(resolve_absolute(file, t), line, col) for t, line, col in c.absolute_arch_imports]
+        # resolve_relative needs two leading dots (one is the file's own package).
+        rel = [(t, line, col) for t, line, col in c.relative_imports if t.startswith("..")]
+        if not rel and not c.absolute_arch_imports:
+            continue
+        candidates = [(resolve(name, t, True), line, col) for t, line, col in rel]
+        candidates += [(resolve(name, t, False), line, col) for t, line, col in c.absolute_arch_imports]
+        added = False
         for resolved, line, col in candidates:
             if resolved is None:
                 continue
@@ -250,10 +318,12 @@ def link_dependencies(classified: dict[str, Classified], settings: Settings) -> 
             if kind(target) in {"v2", "mixed"}:
                 if package not in c.result.depends_on:
                     c.result.depends_on.append(package)
-                c.result.findings.append(dependency_finding(package, str(target), line, col))
+                c.result.findings.append(dependency_finding(package, target, line, col))
+                added = True
         if c.result.depends_on and c.result.kind == "neutral":
             c.result.kind = "v2"  # builds on another package's V2 code (e.g. subclasses its model)
-        c.result.findings.sort()
+        if added:
+            c.result.findings.sort()
 
 
 def run_check(paths: Sequence[str | Path], settings: Settings) -> CheckReport:
