@@ -114,8 +114,14 @@ class LayerConstructors(Codemod):
             self._record(node.target.value, found or self._callable_of(node.annotation.annotation))
 
     def _record(self, name: str, factory: Factory | None) -> None:
-        if factory is not None:
-            self.factories[-1][name] = factory
+        if factory is None:
+            return
+        scope = self.factories[-1]
+        seen = scope.get(name)
+        if seen is not None and seen.symbol != factory.symbol:
+            # bound to different layers on different paths: no single map applies
+            factory = Factory(f"{seen.symbol}|{factory.symbol}")
+        scope[name] = factory
 
     def _layer_symbol(self, node: cst.BaseExpression) -> str | None:
         symbol = v2_symbol(self.qualname(node))
@@ -198,6 +204,14 @@ class LayerConstructors(Codemod):
 
     def _factory_call(self, original: cst.Call, updated: cst.Call, factory: Factory) -> cst.BaseExpression:
         """A call through a layer factory: same argument map, the callee stays."""
+        if factory.symbol not in LAYERS:  # one of several layers
+            if updated.args:
+                self.todo(
+                    "MV340",
+                    f"{source(original.func)} builds {' or '.join(factory.symbol.split('|'))}: "
+                    "pass arguments that suit the V3 classes",
+                )
+            return updated
         spec = LAYERS[factory.symbol]
         positional = spec.v2_params[factory.offset :]
         bound = bind(updated, positional, spec.v2_kwonly)
