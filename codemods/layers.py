@@ -90,11 +90,44 @@ class LayerConstructors(Codemod):
         super().__init__(state)
         #: layer factories by name, innermost function scope last
         self.factories: list[dict[str, Factory]] = [{}]
+        #: enclosing loops: the ``range`` index name, or None
+        self.loops: list[str | None] = []
+        self.in_partial = 0
 
     # --- factory bookkeeping -------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.factories.append({})
+
+    # --- the loop a layer is built in (V2 passed ``layer_idx`` at call time) ---
+
+    def _loop_index(self, node: cst.For | cst.CompFor) -> str | None:
+        """``i`` of ``for i in range(n)``: the index of the layer built in the loop."""
+        it = node.iter
+        if (
+            isinstance(node.target, cst.Name)
+            and isinstance(it, cst.Call)
+            and isinstance(it.func, cst.Name)
+            and it.func.value == "range"
+            and len(it.args) == 1
+            and it.args[0].keyword is None
+        ):
+            return node.target.value
+        return None
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(self._loop_index(node))
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        self.loops.pop()
+        return updated
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self.loops.append(self._loop_index(node.for_in) if node.for_in.inner_for_in is None else None)
+
+    def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.ListComp:
+        self.loops.pop()
+        return updated
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.factories.pop()
@@ -187,7 +220,11 @@ class LayerConstructors(Codemod):
         if symbol is None or (symbol not in LAYERS and symbol not in NO_V3_CLASS):
             return updated
         inner = cst.Call(func=updated.args[0].value, args=updated.args[1:])
-        new = self._layer_call(original, inner, symbol)
+        self.in_partial += 1
+        try:
+            new = self._layer_call(original, inner, symbol)
+        finally:
+            self.in_partial -= 1
         if not isinstance(new, cst.Call) or new is inner:
             return updated
         flipped = [a.keyword.value for a in new.args if a.keyword is not None and a.keyword.value in spec_flipped(symbol)]
@@ -351,7 +388,11 @@ class LayerConstructors(Codemod):
                 new[v3] = new_keyword(v3, value)
                 self.rewrote(original, "MV341", f"{v2}: {v3}={value} added ({why})")
         for v3, why in spec.required.items():
-            if v3 not in new and not factory:
+            if v3 == "layer_idx" and v3 not in new and not self.in_partial and self.loops and self.loops[-1]:
+                index = self.loops[-1]
+                new[v3] = new_keyword(v3, index)
+                self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
+            elif v3 not in new and not factory and not self.in_partial:
                 self.todo("MV342", f"{v3_name}: {why}")
         if spec.caveat and not factory:
             self.todo("MV342", f"{v3_name}: {spec.caveat}")

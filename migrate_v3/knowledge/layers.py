@@ -480,7 +480,6 @@ QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
 
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
-    "TransformerBlock": "port it locally (see llama3_modulev3/layers/transformer_block.py)",
     "DistributedTransformer": "port it locally; V3 shards by placement",
     "DistributedTransformerBlock": "port it locally; V3 shards by placement",
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",

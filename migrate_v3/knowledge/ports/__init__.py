@@ -16,6 +16,7 @@ from pathlib import Path
 #: V2 ``max.nn`` class name → the module in this package that ports it.
 PORTS: dict[str, str] = {
     "Transformer": "transformer",
+    "TransformerBlock": "transformer_block",
 }
 
 
