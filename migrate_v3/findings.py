@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from migrate_v3.rules import RULES, Fix
@@ -22,6 +23,10 @@ class Finding:
         return RULES[self.code].fix
 
 
+#: Sorts findings as their dataclass order does, without a Python-level __lt__ per comparison.
+sort_key = attrgetter("line", "col", "code", "message")
+
+
 @dataclass
 class FileResult:
     """What ``check`` learned about one file."""
@@ -34,8 +39,15 @@ class FileResult:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["findings"] = [
-            {**asdict(f), "fix": f.fix.value} for f in sorted(self.findings)
-        ]
-        return data
+        """``asdict(self)`` with each finding's fix, spelled out (asdict deep-copies slowly)."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "release": self.release,
+            "findings": [
+                {"line": f.line, "col": f.col, "code": f.code, "message": f.message, "fix": f.fix.value}
+                for f in sorted(self.findings, key=sort_key)
+            ],
+            "depends_on": list(self.depends_on),
+            "error": self.error,
+        }
