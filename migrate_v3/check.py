@@ -13,10 +13,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from migrate_v3.classify import Classified, classify_bytes, classify_file, dependency_finding
+from migrate_v3.classify import (
+    Classified,
+    classify_bytes,
+    classify_file,
+    dependency_finding,
+    unpack,
+)
 from migrate_v3.config import Settings
 from migrate_v3.discover import discover
-from migrate_v3.findings import FileResult, Finding
+from migrate_v3.findings import FileResult
 from migrate_v3.rules import matches
 from migrate_v3.workers import fork_is_safe, fork_map
 
@@ -40,28 +46,13 @@ class CheckReport:
         return counts
 
 
-def _pack(c: Classified) -> tuple[Any, ...]:
-    r = c.result
-    return (
-        r.kind, r.release, r.error,
-        [(f.line, f.col, f.code, f.message) for f in r.findings],
-        c.relative_imports, c.absolute_arch_imports,
-    )
-
-
-def _unpack(path: str, packed: Sequence[Any]) -> Classified:
-    kind, release, error, findings, rel, absolute = packed
-    result = FileResult(path, kind, release, [Finding(*f) for f in findings], error=error)
-    return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute])
-
-
 def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[Any, ...]:
     if data is None:
         try:
             data = Path(name).read_bytes()
         except OSError as exc:
             return ("error", None, exc.strerror or str(exc), [], [], [])
-    return _pack(classify_bytes(data, name, check_syntax=check_syntax))
+    return classify_bytes(data, name, check_syntax=check_syntax, packed=True)
 
 
 def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[tuple[Any, ...]]:
@@ -115,7 +106,7 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
     if not settings.cache:
         todo: list[tuple[str, bytes | None]] = [(str(path), None) for path in files]
         for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
-            out[name] = _unpack(name, packed)
+            out[name] = unpack(name, packed)
         return out
 
     from migrate_v3.cache import Cache, digest
@@ -135,11 +126,11 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
         keys[name] = key
         hit = cache.get(name, key)
         if hit is not None:
-            out[name] = _unpack(name, hit)
+            out[name] = unpack(name, hit)
         else:
             todo.append((name, data))
     for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
-        out[name] = _unpack(name, packed)
+        out[name] = unpack(name, packed)
         cache.put(name, keys[name], packed)
     cache.save()
     return out

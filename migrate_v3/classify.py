@@ -5,12 +5,14 @@ from __future__ import annotations
 import codecs
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.util import MAGIC_NUMBER, cache_from_source, source_hash
 from pathlib import Path
+from typing import Any, Literal, overload
 
-from migrate_v3.findings import FileResult, Finding
-from migrate_v3.scan import Scan, scan_source, syntax_error
+from migrate_v3.findings import FileResult, Finding, new_finding
+from migrate_v3.scan import Scan, scan_raw, syntax_error
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.M)
 
@@ -88,20 +90,43 @@ class Classified:
     absolute_arch_imports: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-def classify_bytes(data: bytes, path: str, *, check_syntax: bool = True) -> Classified:
+#: What ``check`` ships between processes and caches for one file:
+#: (kind, release, error, findings as (line, col, code, message), relative imports, arch imports).
+Packed = tuple[str, "str | None", "str | None", list[tuple[int, int, str, str]], list[tuple[str, int, int]], list[tuple[str, int, int]]]
+
+
+@overload
+def classify_bytes(data: bytes, path: str, *, check_syntax: bool = ..., packed: Literal[False] = ...) -> Classified: ...
+@overload
+def classify_bytes(data: bytes, path: str, *, check_syntax: bool = ..., packed: Literal[True]) -> Packed: ...
+
+
+def classify_bytes(data: bytes, path: str, *, check_syntax: bool = True, packed: bool = False) -> Classified | Packed:
+    """One file's result; ``packed=True`` returns it as plain data (see ``Packed``)."""
+    out = _classify(data, path, check_syntax)
+    return out if packed else unpack(path, out)
+
+
+def _classify(data: bytes, path: str, check_syntax: bool) -> Packed:
     try:
         text = decode(data)
     except SourceError as exc:
-        return Classified(FileResult(path, "error", error=str(exc)))
-    scan = scan_source(text)
+        return ("error", None, str(exc), [], [], [])
+    scan, findings = scan_raw(text)
     # Parsing costs three times the scan: do it where it matters, for the files
     # check reports on (and apply would rewrite).
-    if check_syntax and (scan.findings or scan.todo_markers) and not compiled_by_python(path, data):
+    if check_syntax and (findings or scan.todo_markers) and not compiled_by_python(path, data):
         problem = syntax_error(text, path)
         if problem is not None:
-            return Classified(FileResult(path, "error", error=problem))
-    result = FileResult(path, kind_of(scan), scan.release, list(scan.findings))
-    return Classified(result, scan.relative_imports, scan.absolute_arch_imports)
+            return ("error", None, problem, [], [], [])
+    return (kind_of(scan), scan.release, None, findings, scan.relative_imports, scan.absolute_arch_imports)
+
+
+def unpack(path: str, packed: Sequence[Any]) -> Classified:
+    """``Packed`` data (from a worker or the cache) -> the Classified it stands for."""
+    kind, release, error, findings, rel, absolute = packed
+    result = FileResult(path, kind, release, [new_finding(*f) for f in findings], error=error)
+    return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute])
 
 
 def classify_file(path: Path, *, check_syntax: bool = True) -> Classified:
