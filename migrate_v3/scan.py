@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from symtable import symtable
+from typing import NamedTuple
 
 from migrate_v3.findings import Finding, new_finding
 from migrate_v3.knowledge import symbols as K
@@ -165,8 +166,7 @@ def _in_line_string_or_comment(text: str, pos: int) -> bool:
 # --- imports ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Import:
+class Import(NamedTuple):
     """One name an import statement binds."""
 
     local: str
@@ -178,28 +178,36 @@ class Import:
 def _parse_import(m: re.Match[str]) -> list[Import]:
     module, plain = m.group(1), m.group(3)
     group = 3 if plain is not None else 2
-    body, base = m.group(group), m.start(group)
-    out: list[Import] = []
+    base = m.start(group)
+    return [Import(local, target, base + off, star) for local, target, off, star in _import_parts(module, m.group(group))]
+
+
+@lru_cache(maxsize=16384)
+def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, bool], ...]:
+    """(local, target, offset in ``body``, star) per name that ``from module import body``
+    (``import body`` when module is None) binds. Import lines repeat across files: cached."""
+    out: list[tuple[str, str, int, bool]] = []
     if "#" in body:
         body = _COMMENT.sub(lambda c: " " * len(c.group()), body)
     for part in _IMPORT_PART.finditer(body):
-        words = part.group().replace("\\", " ").split()
+        text = part.group()
+        words = text.replace("\\", " ").split()
         if not words:
             continue
-        pos = base + part.start() + len(part.group()) - len(part.group().lstrip())
-        if plain is not None:
+        off = part.start() + len(text) - len(text.lstrip())
+        if module is None:
             if len(words) == 3 and words[1] == "as":
-                out.append(Import(words[2], words[0], pos))
+                out.append((words[2], words[0], off, False))
             else:
                 top = words[0].split(".")[0]
-                out.append(Import(top, top, pos))
+                out.append((top, top, off, False))
         elif words[0] == "*":
-            out.append(Import("*", module, pos, star=True))
+            out.append(("*", module, off, True))
         else:
             sep = "" if module.endswith(".") else "."
             local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
-            out.append(Import(local, f"{module}{sep}{words[0]}", pos))
-    return out
+            out.append((local, f"{module}{sep}{words[0]}", off, False))
+    return tuple(out)
 
 
 # --- symbol lookup --------------------------------------------------------------------
@@ -373,6 +381,24 @@ def scan_source(text: str) -> Scan:
     return result
 
 
+#: ``lookup`` results by nn_is_v3, without lru_cache's keyword-argument key building per call.
+_RESOLVED: tuple[dict[str, Resolved], dict[str, Resolved]] = ({}, {})
+
+
+def _resolve(qualified: str, nn_is_v3: bool) -> Resolved:
+    cache = _RESOLVED[nn_is_v3]
+    resolved = cache.get(qualified)
+    if resolved is None:
+        resolved = cache[qualified] = lookup(qualified, nn_is_v3=nn_is_v3)
+    return resolved
+
+
+def _inside(starts: list[int], ends: list[int], pos: int) -> bool:
+    """``_Spans.contains`` on its two lists."""
+    i = bisect_right(starts, pos) - 1
+    return i >= 0 and pos < ends[i]
+
+
 def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     """``scan_source`` with the findings as sorted (line, col, code, message) tuples.
 
@@ -384,57 +410,80 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     if "max" not in text and "from ." not in text and "import ." not in text:
         return result, findings
     strings = _triple_quoted(text)
-    imports: list[Import] = []
+    s_starts, s_ends = strings.starts, strings.ends
+    imports: list[tuple[str, str, int, bool]] = []  # Import fields
     import_spans = _Spans()
-    for m in _line_statements(text, "import", _IMPORT):
-        module = m.group(1)
-        if module is not None and not module.startswith(("max", ".")):
-            continue  # only max and relative imports can bind V2 names
-        if module is None and "max" not in m.group(3):
-            continue
-        if strings.contains(m.start()) or _in_line_string_or_comment(text, m.start()):
-            continue
-        imports.extend(_parse_import(m))
-        import_spans.add(m.start(), m.end())
+    # _line_statements(text, "import", _IMPORT), inlined: the statements on
+    # lines that hold "import", each matched at its line start. The match
+    # starts its line, so it is never inside a one-line string or comment.
+    find, rfind, match = text.find, text.rfind, _IMPORT.match
+    end = 0
+    pos = find("import")
+    while pos >= 0:
+        if pos >= end:
+            line_start = rfind("\n", 0, pos) + 1
+            m = match(text, line_start)
+            if m is not None and m.end() > pos:
+                end = m.end()
+                module, plain = m.group(1, 3)
+                if module is not None:
+                    # only max and relative imports can bind V2 names
+                    group = 2 if module.startswith(("max", ".")) else 0
+                else:
+                    group = 3 if "max" in plain else 0
+                if group and not _inside(s_starts, s_ends, line_start):
+                    base = m.start(group)
+                    for local, target, off, star in _import_parts(module, m.group(group)):
+                        imports.append((local, target, base + off, star))
+                    import_spans.starts.append(line_start)
+                    import_spans.ends.append(end)
+        pos = find("import", pos + 6)
     position = _Positions(text)
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
 
     # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
-    nn_is_v3 = any(_under(i.target, ns) for i in imports for ns in _NN_IS_V3)
+    nn_is_v3 = any(
+        t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in imports
+    )
     aliases: dict[str, str] = {}
-    for imp in imports:
-        if imp.target.startswith("."):
-            line, col = position(imp.pos)
-            result.relative_imports.append((imp.target, line, col))
+    for local, target, at, star in imports:
+        if target.startswith("."):
+            line, col = position(at)
+            result.relative_imports.append((target, line, col))
             continue
-        if _under(imp.target, K.ARCHITECTURES):
-            line, col = position(imp.pos)
-            result.absolute_arch_imports.append((imp.target, line, col))
-        if imp.star:
-            resolved = lookup(imp.target + ".*", nn_is_v3=nn_is_v3)
+        if _under(target, K.ARCHITECTURES):
+            line, col = position(at)
+            result.absolute_arch_imports.append((target, line, col))
+        if star:
+            resolved = _resolve(target + ".*", nn_is_v3)
             if resolved.kind == "v3":
                 result.v3 = True
-                result.release = result.release or _release_of(imp.target)
-            elif _under(imp.target, K.V2_NN) or _under(imp.target, K.GRAPH):
+                result.release = result.release or _release_of(target)
+            elif _under(target, K.V2_NN) or _under(target, K.GRAPH):
                 result.v2 = True
-                raw.append((imp.pos, "MV302", f"from {imp.target} import *: import the names you use"))
+                raw.append((at, "MV302", f"from {target} import *: import the names you use"))
             continue
-        aliases[imp.local] = imp.target
-        _note_import(result, imp, nn_is_v3, raw)
+        aliases[local] = target
+        _note_import(result, Import(local, target, at, star), nn_is_v3, raw)
 
     _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
         for literals, pattern, code, message in _V2_PATTERNS:
+            pmatch = pattern.match
             for literal in literals:
-                for pos in _occurrences(text, literal):
+                dotted = literal[0] == "."
+                step = len(literal)
+                pos = find(literal)
+                while pos >= 0:
                     if (
-                        pattern.match(text, pos)
-                        and (literal[0] != "." or _after_value(text, pos))
-                        and not strings.contains(pos)
+                        pmatch(text, pos)
+                        and (not dotted or _after_value(text, pos))
+                        and not _inside(s_starts, s_ends, pos)
                         and not _in_line_string_or_comment(text, pos)
                     ):
                         raw.append((pos, code, message))
+                    pos = find(literal, pos + step)
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
     if not result.v2:
@@ -455,7 +504,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
 
 
 def _note_import(result: Scan, imp: Import, nn_is_v3: bool, raw: list[tuple[int, str, str]]) -> None:
-    resolved = lookup(imp.target, nn_is_v3=nn_is_v3)
+    resolved = _resolve(imp.target, nn_is_v3)
     if resolved.kind == "v3":
         result.v3 = True
         release = _release_of(imp.target) or ("26.1" if nn_is_v3 else None)
