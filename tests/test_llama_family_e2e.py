@@ -1,8 +1,8 @@
-"""A llama-family decoder end to end: max 26.7's ``olmo2`` (which imports ``llama3``).
+"""Llama-family decoders end to end: max 26.7's ``llama3`` and ``olmo2`` (which imports ``llama3``).
 
 Both V2 packages are copied into a temp package ``archs/`` and migrated in
-one ``apply`` run (no hand edit). The migrated ``olmo2_modulev3`` must import,
-register ``Olmo2ForCausalLM_ModuleV3``, and its language model ``Olmo2``
+one ``apply`` run (no hand edit). Each migrated package must import,
+register ``<Name>_ModuleV3``, and its language model (``Llama3``, ``Olmo2``)
 must build under ``F.lazy()``, compile on CPU with the V3 ragged paged-KV
 input types (``modulev3_ragged_kv_symbolic_inputs``, what
 ``ModuleV3PipelineModelWithKVCache`` compiles with) and the V2 model's state
@@ -15,7 +15,8 @@ float32, ``PagedKVCacheManager`` over an ``InferenceSession(devices=[CPU()])``,
 ``claim``/``alloc``/``runtime_inputs`` and a prefill through the fused
 ``rope_split_store_ragged`` + ``flash_attention_ragged`` kernels all work.
 
-Two compiles (V2 graph, V3 graph): ~2-5 min each the first time, cached after.
+Four compiles (V2 and V3 graph per model): ~2-6 min each the first time on
+a shared 2-core CPU, cached after.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ def _architectures() -> Path:
     return Path(archs.__file__).parent
 
 
-@pytest.fixture
-def archs(tmp_path: Path) -> Iterator[ModuleType]:
+@pytest.fixture(scope="module")
+def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """``archs/{llama3,olmo2}`` copied from max and migrated together, importable as ``archs``."""
+    tmp_path = tmp_path_factory.mktemp("llama_family")
     pkg = tmp_path / "archs"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -91,7 +93,11 @@ def _kv_inputs(kv: object) -> list[object]:
 
 
 @pytest.mark.slow
-def test_olmo2_migrated_decoder_matches_v2_logits(archs: ModuleType) -> None:
+@pytest.mark.parametrize(
+    ("name", "cls", "registered"),
+    [("olmo2", "Olmo2", "Olmo2ForCausalLM_ModuleV3"), ("llama3", "Llama3", "LlamaForCausalLM_ModuleV3")],
+)
+def test_migrated_decoder_matches_v2_logits(archs: ModuleType, name: str, cls: str, registered: str) -> None:
     from max.driver import CPU, Buffer
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -100,29 +106,30 @@ def test_olmo2_migrated_decoder_matches_v2_logits(archs: ModuleType) -> None:
     from max.graph import DeviceRef
     from max.nn.kv_cache import MHAKVCacheParams
     from max.pipelines.architectures.llama3.model_config import Llama3Config as V2Config
-    from max.pipelines.architectures.olmo2.olmo2 import Olmo2 as V2Olmo2
     from max.pipelines.lib import SupportedArchitecture
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
 
     # the migrated package imports and registers under the V3 name
-    pkg = importlib.import_module("archs.olmo2_modulev3")
-    arch = importlib.import_module("archs.olmo2_modulev3.arch")
-    assert isinstance(arch.olmo2_modulev3_arch, SupportedArchitecture)
-    assert arch.olmo2_modulev3_arch.name == "Olmo2ForCausalLM_ModuleV3"
-    assert pkg.olmo2_modulev3_arch is arch.olmo2_modulev3_arch
-    olmo2_v3 = importlib.import_module("archs.olmo2_modulev3.olmo2")
+    pkg = importlib.import_module(f"archs.{name}_modulev3")
+    arch = importlib.import_module(f"archs.{name}_modulev3.arch")
+    entries = [v for k, v in vars(arch).items() if k.endswith("_modulev3_arch")]
+    assert len(entries) == 1 and isinstance(entries[0], SupportedArchitecture)
+    assert entries[0].name == registered
+    assert any(v is entries[0] for v in vars(pkg).values())  # exported by the package
+    model_v3 = importlib.import_module(f"archs.{name}_modulev3.{name}")
     config_v3 = importlib.import_module("archs.llama3_modulev3.model_config")
-    assert Path(str(olmo2_v3.__file__)).is_relative_to(Path(str(pkg.__file__)).parent)
+    assert Path(str(model_v3.__file__)).is_relative_to(Path(str(pkg.__file__)).parent)
+    v2_cls = getattr(importlib.import_module(f"max.pipelines.architectures.{name}.{name}"), cls)
 
     kv = MHAKVCacheParams(
         dtype=DType.float32, n_kv_heads=2, head_dim=8, num_layers=2, devices=[DeviceRef.CPU()], page_size=16
     )
     with F.lazy(), default_dtype(DType.float32):
-        model = olmo2_v3.Olmo2(config_v3.Llama3Config(**_config_args(kv)))
+        model = getattr(model_v3, cls)(config_v3.Llama3Config(**_config_args(kv)))
     model.to(CPU())
     shapes = {name: tuple(int(d) for d in p.shape) for name, p in model.parameters}
 
-    v2 = V2Olmo2(V2Config(**_config_args(kv)))
+    v2 = v2_cls(V2Config(**_config_args(kv)))
     assert set(shapes) == set(v2.state_dict())  # same checkpoint names, no adapter needed
     rng = np.random.default_rng(0)
     weights = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in sorted(shapes.items())}

@@ -6,12 +6,8 @@
 * llama3: the whole ``llama3/`` package is migrated; the migrated package
   imports, registers ``LlamaForCausalLM_ModuleV3`` and its root ``Llama3``
   has the V3 ``forward(tokens, return_n_logits, input_row_offsets, *kv)``.
-  No compile: the migrated ``Llama3`` does not construct in max 26.7 (it
-  still subclasses V2 ``max.nn.transformer.Transformer`` / ``TransformerBlock``
-  and passes V2 keywords to the V3 layers: ``AttentionWithRope(quant_config=,
-  dtype=, linear_cls=, devices=)`` without ``layer_idx``, ``MLP(quant_config=)``
-  and positional V2 args, ``RMSNorm(dim, dtype, eps, multiply_before_cast=)``),
-  so the V2-vs-V3 logits comparison cannot be made without a hand edit.
+  The migrated ``Llama3`` is compiled and run against V2 logits in
+  ``tests/test_llama_family_e2e.py``.
 
 Two compiles for mpnet (one V2 graph, one V3 graph), ~6 min first time on a
 shared 2-core CPU, ~15 s cached: marked slow.
