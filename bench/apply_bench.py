@@ -3,7 +3,8 @@
     python bench/apply_bench.py survey   # errors / parse / import / TODO statistics
     python bench/apply_bench.py timing   # apply vs plain libcst parse+print, -j 1 vs -j 2
     python bench/apply_bench.py snapshot DIR   # apply -j 2 outputs + reports saved under DIR
-    python bench/apply_bench.py compare DIR    # this code's outputs + reports vs a snapshot
+    python bench/apply_bench.py compare [DIR]  # outputs + reports: fast path vs libcst's
+                                               # transformer (and vs a snapshot DIR)
 
 Both work on a fresh copy of ``max/pipelines/architectures`` (the installed
 package is never written). ``survey`` deletes the official ``*_modulev3``
@@ -18,6 +19,7 @@ import ast
 import filecmp
 import importlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -190,27 +192,46 @@ def differences(a: Path, b: Path) -> list[str]:
     return out
 
 
-def compare(snap: Path) -> None:
+def _reference(on: bool) -> None:
+    """Switch ``transform_source`` to libcst's transformer + PositionProvider (workers inherit it)."""
+    import migrate_v3.pipeline as pipeline  # noqa: PLC0415
+
+    os.environ["MIGRATE_V3_REFERENCE_ENGINE"] = "1" if on else "0"
+    pipeline.REFERENCE_ENGINE = on
+
+
+def compare(snap: Path | None) -> None:
+    """The fast path's outputs and reports against the reference path's (and a snapshot's)."""
     with tempfile.TemporaryDirectory() as tmp:
-        mine = Path(tmp) / "now"
-        mine.mkdir()
+        ref, mine = Path(tmp) / "reference", Path(tmp) / "now"
         t = time.perf_counter()
-        _outputs(mine)
+        for dest, reference in ((ref, True), (mine, False)):
+            dest.mkdir()
+            _reference(reference)
+            _outputs(dest)
+        _reference(False)
         n = sum(1 for p in (mine / "tree").rglob("*.py"))
-        diffs = differences(snap, mine)
-        print(f"compared {n} output .py files and their reports with {snap} ({time.perf_counter() - t:.1f}s)")
-        for d in diffs[:50]:
-            print("  ", d)
-        print(f"{len(diffs)} differences")
-        if diffs:
+        failed = False
+        for other, what in ((ref, "libcst's transformer"), (snap, str(snap))):
+            if other is None:
+                continue
+            diffs = differences(other, mine)
+            print(f"{n} output .py files and their reports vs {what}: {len(diffs)} differences")
+            for d in diffs[:50]:
+                print("  ", d)
+            failed = failed or bool(diffs)
+        print(f"({time.perf_counter() - t:.1f}s)")
+        if failed:
             raise SystemExit(1)
 
 
 if __name__ == "__main__":
     try:
         mode = sys.argv[1] if len(sys.argv) > 1 else "survey"
-        if mode in ("snapshot", "compare"):
-            {"snapshot": snapshot, "compare": compare}[mode](Path(sys.argv[2]))
+        if mode == "snapshot":
+            snapshot(Path(sys.argv[2]))
+        elif mode == "compare":
+            compare(Path(sys.argv[2]) if len(sys.argv) > 2 else None)
         else:
             {"survey": survey, "timing": timing}[mode]()
     except Exception:

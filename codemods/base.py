@@ -5,21 +5,31 @@ hooks (like ``libcst.codemod.VisitorBasedCodemodCommand``). The :class:`Engine`
 runs all codemods of ``codemods.ORDER`` in ONE traversal: at each node their
 hooks run in ORDER, each receiving the node the previous one returned (the way
 ruff and Fixit batch rules). One traversal instead of one per codemod keeps
-``apply`` close to the cost of a plain libcst parse-and-print.
+``apply`` close to the cost of a plain libcst parse-and-print; the traversal
+is the Engine's own (see "the traversal" below), not libcst's transformer,
+which costs as much as the parse.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
 import re
-from collections.abc import Callable
+import textwrap
+import typing
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import libcst as cst
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst import FlattenSentinel, MaybeSentinel, RemovalSentinel
+from libcst._nodes.base import BaseLeaf
+from libcst._nodes.internal import CodegenState
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from codemods.resolve import ImportTableResolver, Resolver, ScopeResolver
-from migrate_v3.findings import Finding
 
 TODO_PREFIX = "# TODO(migrate-v3): "
 TODO_RE = re.compile(r"#\s*TODO\(migrate-v3\):\s*(MV\d{3})\s*(.*?)\s*$")
@@ -42,7 +52,7 @@ class TransformContext:
     only_v2: bool = True
     #: Resolve names with libcst's QualifiedNameProvider instead of the import table.
     precise_names: bool = False
-    #: Report the original line/column of each rewrite (costs a position pass).
+    #: Report the original line/column of each rewrite (costs a codegen of the rewritten statements).
     positions: bool = True
     #: The file is an architecture's ``arch.py`` (registration rewrite).
     is_arch_module: bool = False
@@ -60,7 +70,8 @@ class FileState:
     #: the file's source text (for cheap regex prefilters)
     source: str = ""
     resolver: Resolver = field(default=None)  # type: ignore[assignment]
-    findings: list[Finding] = field(default_factory=list)
+    #: (original node, rule code, message) of every rewrite; positions are resolved at the end
+    rewrites: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)
     #: (module, name, asname) imports the rewritten code needs
     needed_imports: set[tuple[str, str, str | None]] = field(default_factory=set)
     #: module-level helper code to append after the imports, by name
@@ -74,7 +85,6 @@ class FileState:
     attr_bases: set[int] = field(default_factory=set)
     #: depth inside annotations
     annotation_depth: int = 0
-    position_of: Callable[[cst.CSTNode], tuple[int, int]] = lambda node: (0, 0)
     #: names bound at module level (classes, functions, assignments, imports)
     module_names: set[str] = field(default_factory=set)
     #: the module's first statement (id) and the comments of the module header above it
@@ -82,6 +92,10 @@ class FileState:
     header_comments: frozenset[str] = frozenset()
     #: renames of module-level names done by a codemod (``foo_arch`` → ``foo_modulev3_arch``)
     renamed_exports: dict[str, str] = field(default_factory=dict)
+    #: code of rendered statements by id (the statement is kept alive with it)
+    rendered: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
+    #: passes over the final code text, in order (``Residual``'s comments)
+    text_passes: list[Callable[[str], str]] = field(default_factory=list)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name) and id(node) in self.non_refs:
@@ -117,8 +131,8 @@ class Codemod:
         return self.state.qualname(node)
 
     def rewrote(self, node: cst.CSTNode, code: str, message: str) -> None:
-        line, col = self.state.position_of(node)
-        self.state.findings.append(Finding(line, col, code, message))
+        """Report a rewrite at ``node`` (a node of the original tree: its line is reported)."""
+        self.state.rewrites.append((node, code, message))
 
     def todo(self, code: str, message: str) -> None:
         """Attach ``# TODO(migrate-v3): <code> <message>`` to the enclosing statement."""
@@ -155,8 +169,181 @@ def attach_todos(node: cst.CSTNode, todos: list[str], also_existing: frozenset[s
 
 
 
+# --- the traversal -----------------------------------------------------------------
+#
+# libcst's CSTTransformer rebuilds every node it descends into (a new dataclass,
+# validated, per node) and dispatches attribute hooks per field: as costly as the
+# parse itself. The Engine walks the tree itself instead, with the same hook
+# protocol and order (``on_visit`` → children in libcst's order → ``on_leave``,
+# sentinels and body-statement removal handled as ``libcst._nodes.internal``
+# does), but it rebuilds a node only when one of its children changed, and it
+# does not enter subtrees where no hook and no bookkeeping can fire (whitespace,
+# punctuation, literals...: known from libcst's field annotations).
+#
+# The one observable difference: an unchanged node in ``updated`` is the
+# original object, not a copy. Hooks must look nodes up (ids, positions,
+# qualified names) through ``original``, as they already do.
+
+_REQUIRED, _OPTIONAL, _SENTINEL, _SEQUENCE, _BODY, _NODE_OR_SEQUENCE = range(6)
+_KINDS = {
+    frozenset({"visit_required"}): _REQUIRED,
+    frozenset({"visit_optional"}): _OPTIONAL,
+    frozenset({"visit_sentinel"}): _SENTINEL,
+    frozenset({"visit_sequence"}): _SEQUENCE,
+    frozenset({"visit_body_sequence"}): _BODY,
+    frozenset({"visit_required", "visit_sequence"}): _NODE_OR_SEQUENCE,
+}
+
+
+def _concrete_node_classes() -> dict[str, type[cst.CSTNode]]:
+    found: dict[str, type[cst.CSTNode]] = {}
+    stack: list[type] = [cst.CSTNode]
+    while stack:
+        sub: type
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if sub.__module__.startswith("libcst._nodes") and not inspect.isabstract(sub):
+                found[sub.__name__] = sub
+    return found
+
+
+def _children_spec(cls: type[cst.CSTNode]) -> tuple[tuple[tuple[str, int], ...], frozenset[str]]:
+    """(field, how libcst visits it) in libcst's visiting order, read from its source,
+    and the fields libcst passes when it rebuilds the node."""
+    method = cls._visit_and_replace_children
+    if method is BaseLeaf._visit_and_replace_children:
+        return (), frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+    func = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]
+    assert isinstance(func, ast.FunctionDef)
+    returns = [s for s in func.body if isinstance(s, ast.Return)]
+    if len(returns) != 1 or not isinstance(returns[0].value, ast.Call):
+        raise TypeError(f"{cls.__name__}: unexpected _visit_and_replace_children")
+    call = returns[0].value
+    ctor = ast.unparse(call.func)
+    if ctor not in (cls.__name__, "self.__class__", "type(self)"):
+        raise TypeError(f"{cls.__name__}: _visit_and_replace_children builds {ctor}")
+    if any(k.arg is None for k in call.keywords) or call.args:
+        raise TypeError(f"{cls.__name__}: unexpected _visit_and_replace_children")
+    spec = []
+    for kw in call.keywords:
+        visits = [
+            c for c in ast.walk(kw.value)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id.startswith("visit_")
+        ]
+        if not visits:
+            continue  # copied as is
+        for c in visits:
+            if len(c.args) < 2 or not isinstance(c.args[1], ast.Constant) or c.args[1].value != kw.arg:
+                raise TypeError(f"{cls.__name__}.{kw.arg}: unexpected visit call")
+        kind = _KINDS.get(frozenset(c.func.id for c in visits if isinstance(c.func, ast.Name)))
+        if kind is None:
+            raise TypeError(f"{cls.__name__}.{kw.arg}: unexpected visit call")
+        assert kw.arg is not None
+        spec.append((kw.arg, kind))
+    return tuple(spec), frozenset(k.arg for k in call.keywords if k.arg is not None)
+
+
+def _annotation_classes(hint: Any, classes: dict[str, type[cst.CSTNode]]) -> set[str]:
+    """Names of the concrete node classes a field annotation admits."""
+    out: set[str] = set()
+    stack = [hint]
+    while stack:
+        h = stack.pop()
+        args = typing.get_args(h)
+        if args:
+            stack.extend(args)
+        elif isinstance(h, type) and issubclass(h, cst.CSTNode):
+            out.update(name for name, c in classes.items() if issubclass(c, h))
+    return out
+
+
+@dataclass(frozen=True)
+class _Grammar:
+    """Per node class: children spec and which node classes each field can hold."""
+
+    classes: dict[str, type[cst.CSTNode]]
+    spec: dict[type, tuple[tuple[str, int], ...]]
+    #: (class name, field) → names of the classes that field can hold
+    holds: dict[tuple[str, str], frozenset[str]]
+    #: classes libcst rebuilds without some of their fields (those get their
+    #: defaults: libcst 1.0 drops ``MatchCase.whitespace_before_colon`` and
+    #: ``MatchClass.rpar``) → the fields it does pass
+    lossy: dict[type, frozenset[str]]
+
+
+def _build_grammar() -> _Grammar | None:
+    try:
+        classes = _concrete_node_classes()
+        spec: dict[type, tuple[tuple[str, int], ...]] = {}
+        holds: dict[tuple[str, str], frozenset[str]] = {}
+        lossy: dict[type, frozenset[str]] = {}
+        for name, cls in classes.items():
+            spec[cls], passed = _children_spec(cls)
+            if passed != {f.name for f in dataclasses.fields(cls) if f.init}:
+                lossy[cls] = passed
+            hints = typing.get_type_hints(cls)
+            for fname, _ in spec[cls]:
+                holds[name, fname] = frozenset(_annotation_classes(hints[fname], classes))
+        return _Grammar(classes, spec, holds, lossy)
+    except Exception:  # noqa: BLE001 - an unknown libcst: fall back to its transformer
+        return None
+
+
+_GRAMMAR: list[_Grammar | None] = []
+
+
+def grammar() -> _Grammar | None:
+    """libcst's node classes as the Engine walks them (None: unknown libcst, use its transformer)."""
+    if not _GRAMMAR:
+        _GRAMMAR.append(_build_grammar())
+    return _GRAMMAR[0]
+
+#: (bookkeeping, visit hooks, leave hooks, flags, children to walk)
+_Entry = tuple[
+    "Callable[[FileState, Any], None] | None",
+    tuple[Callable[[Any], Any], ...],
+    tuple[Callable[[Any, Any], Any], ...],
+    int,
+    tuple[tuple[str, int], ...],
+]
+_IMPORT, _STATEMENT, _ANNOTATION = 1, 2, 4
+_PLANS: dict[frozenset[str], tuple[frozenset[str], dict[type, tuple[tuple[str, int], ...]]]] = {}
+
+
+def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, tuple[tuple[str, int], ...]]]:
+    """Which classes to enter and which of their fields to walk, for this set of hooked classes.
+
+    A class is *live* when a hook or the engine's bookkeeping runs on it, or
+    when one of its fields can hold a live class; only live fields are walked.
+    """
+    cached = _PLANS.get(hooked)
+    if cached is not None:
+        return cached
+    g = grammar()
+    assert g is not None
+    live = set(hooked) | {cls.__name__ for cls in g.lossy}  # libcst rebuilds these: so does the Engine
+    changed = True
+    while changed:
+        changed = False
+        for (name, _field), held in g.holds.items():
+            if name not in live and not held.isdisjoint(live):
+                live.add(name)
+                changed = True
+    walk = {
+        cls: tuple((f, k) for f, k in g.spec[cls] if not g.holds[name, f].isdisjoint(live))
+        for name, cls in g.classes.items()
+        if name in live
+    }
+    _PLANS[hooked] = (frozenset(live), walk)
+    return _PLANS[hooked]
+
+
 class Engine(cst.CSTTransformer):
-    """Runs a list of codemods in one traversal, hooks in list order."""
+    """Runs a list of codemods in one traversal, hooks in list order.
+
+    :meth:`run` is the fast traversal; ``module.visit(engine)`` (libcst's own
+    transformer) gives the same result and is kept as the reference.
+    """
 
     def __init__(self, codemods: list[Codemod], state: FileState) -> None:
         super().__init__()
@@ -169,6 +356,16 @@ class Engine(cst.CSTTransformer):
                     self.visits.setdefault(attr[6:], []).append(getattr(mod, attr))
                 elif attr.startswith("leave_"):
                     self.leaves.setdefault(attr[6:], []).append(getattr(mod, attr))
+        self._entries: dict[type, _Entry | None] = {}
+        self._live: frozenset[str] = frozenset()
+        self._walk_fields: dict[type, tuple[tuple[str, int], ...]] = {}
+        g = grammar()
+        self._lossy = g.lossy if g is not None else {}
+        if g is not None:
+            hooked = frozenset(self.visits) | frozenset(self.leaves) | frozenset(_BOOKKEEPING)
+            self._live, self._walk_fields = _plan(hooked)
+
+    # -- libcst's protocol (the reference traversal) ---------------------------------
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         state = self.state
@@ -199,13 +396,145 @@ class Engine(cst.CSTTransformer):
         if kind == "Annotation":
             self.state.annotation_depth -= 1
         elif kind in _STATEMENT_KINDS:
-            todos = self.state.statement_todos.pop()
-            if todos and isinstance(result, cst.CSTNode):
-                extra = self.state.header_comments if id(original_node) == self.state.first_statement else frozenset()
-                result = attach_todos(result, todos, extra)
-            elif todos and self.state.statement_todos:
-                self.state.statement_todos[-1].extend(todos)
+            result = self._statement_todos(original_node, result)
         return result
+
+    def _statement_todos(self, original_node: cst.CSTNode, result: Any) -> Any:
+        todos = self.state.statement_todos.pop()
+        if todos and isinstance(result, cst.CSTNode):
+            extra = self.state.header_comments if id(original_node) == self.state.first_statement else frozenset()
+            result = attach_todos(result, todos, extra)
+        elif todos and self.state.statement_todos:
+            self.state.statement_todos[-1].extend(todos)
+        return result
+
+    # -- the fast traversal ------------------------------------------------------------
+
+    def run(self, module: cst.Module) -> cst.Module:
+        """The codemods applied to ``module`` (libcst's ``module.visit(engine)``, faster)."""
+        if grammar() is None:
+            return module.visit(self)
+        result = self._walk(module)
+        if isinstance(result, RemovalSentinel):
+            return module.with_changes(body=(), header=(), footer=())
+        return result
+
+    def _entry(self, cls: type) -> _Entry | None:
+        name = cls.__name__
+        if name not in self._live:
+            entry = None
+        else:
+            flags = (
+                (_IMPORT if name in _IMPORTS else 0)
+                | (_STATEMENT if name in _STATEMENT_KINDS else 0)
+                | (_ANNOTATION if name == "Annotation" else 0)
+            )
+            entry = (
+                _BOOKKEEPING.get(name),
+                tuple(self.visits.get(name, ())),
+                tuple(self.leaves.get(name, ())),
+                flags,
+                () if flags & _IMPORT else self._walk_fields.get(cls, ()),
+            )
+        self._entries[cls] = entry
+        return entry
+
+    def _walk(self, node: cst.CSTNode) -> Any:
+        cls = type(node)
+        try:
+            entry = self._entries[cls]
+        except KeyError:
+            entry = self._entry(cls)
+        if entry is None:
+            return node
+        book, visits, leaves, flags, fields = entry
+        state = self.state
+        if book is not None:
+            book(state, node)
+        descend = True
+        for hook in visits:
+            if hook(node) is False:
+                descend = False
+        updated: Any = node
+        if descend and fields:
+            changes: dict[str, Any] | None = None
+            walk = self._walk
+            new: Any
+            for name, kind in fields:
+                value = getattr(node, name)
+                if kind == _NODE_OR_SEQUENCE:
+                    kind = _REQUIRED if isinstance(value, cst.CSTNode) else _SEQUENCE
+                if kind >= _SEQUENCE:
+                    if value is None:  # FormattedStringExpression.format_spec
+                        continue
+                    new = self._walk_sequence(value, kind == _BODY)
+                elif kind == _REQUIRED:
+                    new = walk(value)
+                    if isinstance(new, RemovalSentinel):
+                        raise TypeError(
+                            f"We got a RemovalSentinel while visiting a {type(value).__name__}. This "
+                            "node's parent does not allow it to be removed."
+                        )
+                    if isinstance(new, FlattenSentinel):
+                        raise TypeError(
+                            f"We got a FlattenSentinel while visiting a {type(value).__name__}. This "
+                            "node's parent does not allow for it to be it to be replaced with a sequence."
+                        )
+                elif value is None or isinstance(value, MaybeSentinel):
+                    continue
+                else:
+                    new = walk(value)
+                    if isinstance(new, FlattenSentinel):
+                        raise TypeError(
+                            f"We got a FlattenSentinel while visiting a {type(value).__name__}. This "
+                            "node's parent does not allow for it to be it to be replaced with a sequence."
+                        )
+                    if isinstance(new, RemovalSentinel):
+                        new = None if kind == _OPTIONAL else MaybeSentinel.DEFAULT
+                if new is not value:
+                    if changes is None:
+                        changes = {}
+                    changes[name] = new
+            if changes is not None:
+                updated = node.with_changes(**changes)
+        if descend and cls in self._lossy:
+            updated = cls(**{f: getattr(updated, f) for f in self._lossy[cls]})
+        result: Any = updated
+        for leave in leaves:
+            result = leave(node, result)
+            if not isinstance(result, cst.CSTNode):
+                break
+        if flags & _ANNOTATION:
+            state.annotation_depth -= 1
+        elif flags & _STATEMENT:
+            result = self._statement_todos(node, result)
+        if not isinstance(result, (cst.CSTNode, RemovalSentinel, FlattenSentinel)):
+            raise Exception(
+                "Expected a node of type CSTNode or a RemovalSentinel, "
+                f"but got a return value of {type(result).__name__}"
+            )
+        return result
+
+    def _walk_sequence(self, children: Sequence[cst.CSTNode], body: bool) -> Sequence[cst.CSTNode]:
+        """``visit_sequence``/``visit_body_sequence``: the same tuple object when nothing changed."""
+        out: list[cst.CSTNode] | None = None
+        walk = self._walk
+        for i, child in enumerate(children):
+            new = walk(child)
+            if new is child and out is None:
+                continue
+            if out is None:
+                out = list(children[:i])
+            if isinstance(new, RemovalSentinel):
+                continue
+            if isinstance(new, FlattenSentinel):
+                for item in new:
+                    if body and not child._is_removable() and item._is_removable():
+                        continue
+                    out.append(item)
+            elif not (body and not child._is_removable() and new._is_removable()):
+                out.append(new)
+        return children if out is None else tuple(out)
 
 
 def _on_statement(state: FileState, node: Any) -> None:
@@ -267,23 +596,129 @@ _BOOKKEEPING: dict[str, Callable[[FileState, Any], None]] = {
 }
 
 
-_ENGINE_CLASSES: dict[tuple[bool, bool], type[Engine]] = {}
+def make_resolver(module: cst.Module, precise: bool) -> Resolver:
+    if precise:
+        names = MetadataWrapper(module, unsafe_skip_copy=True).resolve(QualifiedNameProvider)
+        return ScopeResolver(names)
+    return ImportTableResolver(module)
 
 
-def engine_class(positions: bool, precise: bool) -> type[Engine]:
-    """An Engine subclass declaring exactly the metadata this run needs."""
-    key = (positions, precise)
-    if key not in _ENGINE_CLASSES:
-        deps: list[Any] = []
-        if positions:
-            deps.append(PositionProvider)
-        if precise:
-            deps.append(QualifiedNameProvider)
-        _ENGINE_CLASSES[key] = type(
-            "Engine", (Engine,), {"METADATA_DEPENDENCIES": tuple(deps)}
-        )
-    return _ENGINE_CLASSES[key]
+# --- code and positions ---------------------------------------------------------------
 
 
-def make_resolver(module: cst.Module, engine: Engine, precise: bool) -> Resolver:
-    return ScopeResolver(engine) if precise else ImportTableResolver(module)
+def render(module: cst.Module, state: FileState) -> str:
+    """``module.code``, reusing the code of top-level statements already rendered for this file."""
+    if not module.has_trailing_newline:
+        return module.code  # libcst drops the last token: keep its exact rule
+    if not (module.header or module.body or module.footer):
+        return module.default_newline
+    cache = state.rendered
+    parts = [module.code_for_node(h) for h in module.header]
+    for stmt in module.body:
+        hit = cache.get(id(stmt))
+        if hit is None:
+            hit = cache[id(stmt)] = (stmt, module.code_for_node(stmt))
+        parts.append(hit[1])
+    parts.extend(module.code_for_node(f) for f in module.footer)
+    return "".join(parts)
+
+
+class _AllFound(Exception):
+    pass
+
+
+_NEWLINE_RE = re.compile(r"\r\n?|\n")
+
+
+class _PositionState(CodegenState):
+    """libcst's ``PositionProvider`` start positions, for a few wanted nodes only.
+
+    Same rules (a node's syntactic start when it records one, hoisted from
+    ``start_node`` when given, else where its code starts), but the line and
+    column are computed from the tokens only when a wanted node asks.
+    """
+
+    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.wanted = wanted
+        self.remaining = len(wanted)
+        self.inclusive: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.syntactic: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.found: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.line, self.column, self.done = 1, 0, 0
+
+    def now(self) -> tuple[int, int]:
+        tokens = self.tokens
+        if self.done < len(tokens):
+            new = tokens[self.done :]
+            self.done = len(tokens)
+            chunk = "".join(new)
+            if "\r" in chunk:
+                for token in new:  # libcst counts newlines token by token
+                    self.advance(token)
+            else:
+                self.advance(chunk)
+        return self.line, self.column
+
+    def advance(self, text: str) -> None:
+        if "\r" in text:
+            segments = _NEWLINE_RE.split(text)
+            if len(segments) > 1:
+                self.line += len(segments) - 1
+                self.column = len(segments[-1])
+            else:
+                self.column += len(text)
+            return
+        newlines = text.count("\n")
+        if newlines:
+            self.line += newlines
+            self.column = len(text) - text.rfind("\n") - 1
+        else:
+            self.column += len(text)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self.inclusive[node] = self.now()
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted and node not in self.found:
+            self.found[node] = self.syntactic.get(node) or self.inclusive[node]
+            self.remaining -= 1
+            if not self.remaining:
+                raise _AllFound
+
+    @contextmanager
+    def record_syntactic_position(
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> Iterator[None]:
+        if node not in self.wanted:
+            yield
+            return
+        if start_node is not None and start_node not in self.wanted:
+            self.wanted.add(start_node)
+            self.remaining += 1
+        start = self.now()
+        try:
+            yield
+        finally:
+            if start_node is not None:
+                start = self.found.get(start_node) or self.syntactic.get(start_node) or self.inclusive[start_node]
+            self.syntactic[node] = start
+
+
+def positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
+    """(line, column) where libcst's ``PositionProvider`` starts each of ``nodes`` in ``module``.
+
+    Nodes that are not in ``module`` are left out. One codegen of ``module``,
+    stopped as soon as every node was found.
+    """
+    state = _PositionState(module, set(nodes))
+    try:
+        module._codegen(state)
+    except _AllFound:
+        pass
+    return state.found

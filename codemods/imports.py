@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods.base import Codemod, attach_todos
+from codemods.base import Codemod, attach_todos, render
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge.layers import (
@@ -82,7 +82,7 @@ class Imports(Codemod):
         state = self.state
         body = list(updated.body)
         rest = updated.with_changes(body=[s for s in body if not _is_import_line(s)])
-        used_after = identifiers(rest.code)
+        used_after = identifiers(render(rest, state))
         used_before = identifiers(_IMPORT_STMT.sub(" ", state.source))
         needed: dict[str, set[tuple[str, str | None]]] = {}
         for module, name, alias in sorted(state.needed_imports, key=lambda t: (t[0], t[1], t[2] or "")):

@@ -6,6 +6,8 @@ uses, ``Graph`` in signatures...). A migrated file must not hide any of them,
 so after ``Imports`` has settled the final names, the output is scanned once
 and each statement with a finding but no ``TODO(migrate-v3)`` marker gets one
 with ``check``'s own message. Comments only: nothing ``Imports`` saw changes.
+It works on the final code text (a pass the engine runs after printing the
+module), so the output is printed once and never re-parsed.
 
     strategy: ShardingStrategy = ShardingStrategy.rowwise(n)
     →  # TODO(migrate-v3): MV390 ShardingStrategy (no V3 class)
@@ -15,6 +17,7 @@ with ``check``'s own message. Comments only: nothing ``Imports`` saw changes.
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -77,29 +80,43 @@ class Residual(Codemod):
     PREFIX = "MV3"
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        code = updated.code
-        findings = scan_source(code).findings
-        if not findings:
-            return updated
-        lines = code.splitlines()
-        tree = ast.parse(code)
-        starts = statement_starts(tree)
-        exempt, forwards = exempt_lines(tree), forward_lines(tree)
-        notes: dict[int, list[str]] = {}
-        for f in findings:
-            if f.line in exempt or (f.code == "MV384" and f.line in forwards):
-                continue
-            first = starts.get(f.line, f.line)
-            if flagged(lines, first, f.line):
-                continue
-            text = f"{TODO_PREFIX}{f.code} {f.message}"
-            if text not in notes.setdefault(first, []):
-                notes[first].append(text)
-        if not notes:
-            return updated
-        out: list[str] = []
-        for number, text in enumerate(lines, start=1):
-            indent = text[: len(text) - len(text.lstrip())]
-            out.extend(indent + note for note in notes.get(number, []))
-            out.append(text)
-        return cst.parse_module("\n".join(out) + ("\n" if code.endswith("\n") else ""))
+        self.state.text_passes.append(residual_notes)
+        return updated
+
+
+#: line boundaries of str.splitlines() other than "\n"
+_OTHER_LINE_ENDS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def residual_notes(code: str) -> str:
+    """``code`` with a TODO above every statement that still has a ``check`` finding and none."""
+    findings = scan_source(code).findings
+    if not findings:
+        return code
+    lines = code.splitlines()
+    tree = ast.parse(code)
+    starts = statement_starts(tree)
+    exempt, forwards = exempt_lines(tree), forward_lines(tree)
+    notes: dict[int, list[str]] = {}
+    for f in findings:
+        if f.line in exempt or (f.code == "MV384" and f.line in forwards):
+            continue
+        first = starts.get(f.line, f.line)
+        if flagged(lines, first, f.line):
+            continue
+        text = f"{TODO_PREFIX}{f.code} {f.message}"
+        if text not in notes.setdefault(first, []):
+            notes[first].append(text)
+    if not notes:
+        return code
+    out: list[str] = []
+    for number, text in enumerate(lines, start=1):
+        indent = text[: len(text) - len(text.lstrip())]
+        out.extend(indent + note for note in notes.get(number, []))
+        out.append(text)
+    result = "\n".join(out) + ("\n" if code.endswith("\n") else "")
+    if _OTHER_LINE_ENDS.search(code):
+        # lines were split where "\n".join does not put them back: libcst says
+        # whether that still parses (and prints it back unchanged if it does)
+        result = cst.parse_module(result).code
+    return result

@@ -12,11 +12,12 @@ Two interchangeable resolvers:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import libcst as cst
-from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
+from libcst._metadata_dependent import LazyValue
+from libcst.metadata import QualifiedName, QualifiedNameSource
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
@@ -115,13 +116,15 @@ class ImportTableResolver:
 
 
 class ScopeResolver:
-    """Resolves with libcst's ``QualifiedNameProvider`` (needs a MetadataWrapper)."""
+    """Resolves with libcst's ``QualifiedNameProvider`` (its resolved mapping for the module)."""
 
-    def __init__(self, metadata: cst.MetadataDependent) -> None:
-        self.metadata = metadata
+    def __init__(self, names: Mapping[cst.CSTNode, Collection[QualifiedName]]) -> None:
+        self.names = names
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        names = self.metadata.get_metadata(QualifiedNameProvider, node, set())
+        names = self.names.get(node, ())
+        if isinstance(names, LazyValue):
+            names = names()
         for q in sorted(names, key=lambda q: q.name):
             if q.source is QualifiedNameSource.IMPORT:
                 return str(q.name)

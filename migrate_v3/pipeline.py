@@ -1,21 +1,34 @@
 """Run the codemods of ``codemods.ORDER`` over one source text: a pure function.
 
 One parse, one traversal (all codemods batched, see ``codemods.base.Engine``),
-one print. Files that already use ``max.experimental`` are left alone, and so
-are files a text prefilter shows no codemod could change — both keep ``apply``
-cheap and make it idempotent on V3 code.
+one print (top-level statements printed once, shared by ``Imports`` and the
+output; ``Residual`` works on that text). The original lines of the rewrites
+are found afterwards, by one codegen of the original module stopped at the
+last rewritten node. Files that already use ``max.experimental`` are left
+alone, and so are files a text prefilter shows no codemod could change — both
+keep ``apply`` cheap and make it idempotent on V3 code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import ORDER
-from codemods.base import TODO_RE, Codemod, FileState, TransformContext, engine_class, make_resolver
+from codemods.base import (
+    TODO_RE,
+    Codemod,
+    Engine,
+    FileState,
+    TransformContext,
+    make_resolver,
+    positions,
+    render,
+)
 from migrate_v3.classify import kind_of
 from migrate_v3.findings import Finding
 from migrate_v3.scan import scan_source
@@ -104,33 +117,31 @@ def transform_source(
     if module.body:
         state.first_statement = id(module.body[0])
         state.header_comments = frozenset(el.comment.value for el in module.header if el.comment)
-    codemods = [c(state) for c in selected]
-    engine = engine_class(ctx.positions, ctx.precise_names)(codemods, state)
-    if ctx.positions or ctx.precise_names:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        state.resolver = make_resolver(module, engine, ctx.precise_names)
-        if ctx.positions:
-            state.position_of = _positions(engine)
-        new_module = wrapper.visit(engine)
-    else:
-        state.resolver = make_resolver(module, engine, False)
-        new_module = module.visit(engine)
-    code = new_module.code
+    state.resolver = make_resolver(module, ctx.precise_names)
+    engine = Engine([c(state) for c in selected], state)
+    new_module = module.visit(engine) if REFERENCE_ENGINE else engine.run(module)
+    code = render(new_module, state)
+    for text_pass in state.text_passes:
+        code = text_pass(code)
+    found: Mapping[cst.CSTNode, tuple[int, int]] = {}
+    if ctx.positions and state.rewrites:
+        nodes = [node for node, _, _ in state.rewrites]
+        found = _reference_positions(module, nodes) if REFERENCE_ENGINE else positions(module, nodes)
     return TransformResult(
         code=code,
         changed=code != source,
-        findings=sorted(state.findings),
+        findings=sorted(Finding(*found.get(node, (0, 0)), rule, message) for node, rule, message in state.rewrites),
         todos=todo_markers(code),
         kind=kind,
     )
 
 
-def _positions(engine: cst.MetadataDependent) -> Callable[[cst.CSTNode], tuple[int, int]]:
-    def position_of(node: cst.CSTNode) -> tuple[int, int]:
-        try:
-            pos = engine.get_metadata(PositionProvider, node)
-        except KeyError:
-            return (0, 0)
-        return (pos.start.line, pos.start.column)
+#: Run libcst's own transformer and PositionProvider instead of the Engine's
+#: traversal and lazy positions: the reference the fast path is checked
+#: against (tests and ``bench/apply_bench.py compare`` set it).
+REFERENCE_ENGINE = os.environ.get("MIGRATE_V3_REFERENCE_ENGINE") == "1"
 
-    return position_of
+
+def _reference_positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
+    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {n: (ranges[n].start.line, ranges[n].start.column) for n in nodes if n in ranges}

@@ -1,0 +1,142 @@
+"""The fast ``apply`` path gives exactly what libcst's own machinery gives.
+
+``codemods.base.Engine.run`` walks the tree itself (rebuilding only changed
+nodes, skipping subtrees no hook can see) instead of libcst's transformer,
+and rewrite positions come from a lazy codegen instead of libcst's
+``PositionProvider``. ``migrate_v3.pipeline.REFERENCE_ENGINE`` switches back to
+libcst's; both must agree on every output byte and every reported line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+import migrate_v3.pipeline as pipeline
+from codemods.base import FileState, TransformContext, grammar, positions, render
+from migrate_v3.apply import apply_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+INPUTS = sorted(FIXTURES.rglob("*.py"))
+CASES = sorted(FIXTURES.rglob("*.input.py"))
+
+
+def _context(case: Path, **overrides: object) -> TransformContext:
+    ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
+    data = json.loads(ctx_file.read_text()) if ctx_file.exists() else {}
+    data.update(overrides)
+    return TransformContext(**data)
+
+
+def _both(source: str, ctx: TransformContext, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    monkeypatch.setattr(pipeline, "REFERENCE_ENGINE", True)
+    reference = pipeline.transform_source(source, context=ctx)
+    monkeypatch.setattr(pipeline, "REFERENCE_ENGINE", False)
+    fast = pipeline.transform_source(source, context=ctx)
+    return reference, fast
+
+
+def test_the_fast_traversal_is_available() -> None:
+    """libcst's node classes were understood (else Engine.run falls back to libcst's transformer)."""
+    assert grammar() is not None
+
+
+@pytest.mark.parametrize("precise", [False, True], ids=["import-table", "precise"])
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name.removesuffix('.input.py')}")
+def test_fixture_same_as_libcst_transformer(case: Path, precise: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    reference, fast = _both(case.read_text(), _context(case, precise_names=precise), monkeypatch)
+    assert fast == reference
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_lazy_positions_match_position_provider(path: Path) -> None:
+    """Every node of every fixture file: the same start as libcst's PositionProvider."""
+    try:
+        module = cst.parse_module(path.read_text())
+    except cst.ParserSyntaxError:
+        pytest.skip("not parseable")
+    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    nodes = list(ranges)
+    found = positions(module, nodes)
+    assert {n: found[n] for n in nodes} == {n: (r.start.line, r.start.column) for n, r in ranges.items()}
+    # a node that is not in the module has no position; a few nodes stop the codegen early
+    stranger = cst.Name("x")
+    assert stranger not in positions(module, [stranger, *nodes[:3]])
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_render_is_module_code(path: Path) -> None:
+    try:
+        module = cst.parse_module(path.read_text())
+    except cst.ParserSyntaxError:
+        pytest.skip("not parseable")
+    state = FileState(context=TransformContext())
+    assert render(module, state) == module.code
+    assert render(module, state) == module.code  # from the cache
+    trimmed = module.with_changes(has_trailing_newline=False)
+    assert render(trimmed, state) == trimmed.code
+
+
+def _parsed_children_fit_annotations(module: cst.Module) -> list[str]:
+    g = grammar()
+    assert g is not None
+    bad: list[str] = []
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        name = type(node).__name__
+        for fname, _kind in g.spec[type(node)]:
+            value = getattr(node, fname)
+            children = value if isinstance(value, (list, tuple)) else [value]
+            for child in children:
+                if isinstance(child, cst.CSTNode):
+                    if type(child).__name__ not in g.holds[name, fname]:
+                        bad.append(f"{name}.{fname}: {type(child).__name__}")
+                    stack.append(child)
+    return bad
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_parsed_trees_fit_the_grammar(path: Path) -> None:
+    """The Engine skips subtrees by the field annotations: the parser must keep to them."""
+    try:
+        module = cst.parse_module(path.read_text())
+    except cst.ParserSyntaxError:
+        pytest.skip("not parseable")
+    assert _parsed_children_fit_annotations(module) == []
+
+
+max_pkg = pytest.importorskip("max")
+ARCHITECTURES = Path(list(max_pkg.__path__)[0]) / "pipelines" / "architectures"
+#: small and varied: Graph builders, pipeline models, sibling imports, registration
+PACKAGES = ["bert", "mpnet", "qwen3", "olmo2", "gemma3"]
+
+
+def test_real_trees_fit_the_grammar() -> None:
+    bad = set()
+    for py in sorted(ARCHITECTURES.rglob("*.py")):
+        bad.update(_parsed_children_fit_annotations(cst.parse_module(py.read_text(encoding="utf-8"))))
+    assert bad == set()
+
+
+def _report(tmp: Path, monkeypatch: pytest.MonkeyPatch, reference: bool) -> dict[str, object]:
+    monkeypatch.setattr(pipeline, "REFERENCE_ENGINE", reference)
+    out = tmp / ("reference" if reference else "fast")
+    pkgs = [ARCHITECTURES / p for p in PACKAGES if (ARCHITECTURES / p).is_dir()]
+    report = apply_paths(pkgs, out=out, jobs=1)
+    files = {f.source: {**f.to_json(), "dest": None} for f in report.files}
+    code = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.py"))}
+    return {"files": files, "code": code}
+
+
+def test_real_packages_same_as_libcst_transformer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few real V2 packages, whole apply: outputs and reports byte for byte."""
+    fast = _report(tmp_path, monkeypatch, reference=False)
+    reference = _report(tmp_path, monkeypatch, reference=True)
+    assert fast["code"] and fast["files"]
+    assert fast == reference
