@@ -12,6 +12,7 @@ never hides findings and findings never need a full parse.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -75,6 +76,29 @@ _V2_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str], ...] = (
 )
 
 
+def _v2_searches() -> list[tuple[str, list[tuple[str, int]], re.Pattern[str], str, str]]:
+    """``_V2_PATTERNS`` as fewer text passes: the literals of one pattern that share a
+    prefix or a suffix (".state_dict", ".load_state_dict", ".raw_state_dict") are found
+    by searching the shared part once. No literal or shared part overlaps itself, so
+    each occurrence of a literal is exactly one occurrence of the shared part and the
+    sites found are the same. Entries: (search, [(literal, offset of search in it)],
+    pattern, code, message)."""
+    out: list[tuple[str, list[tuple[str, int]], re.Pattern[str], str, str]] = []
+    for literals, pattern, code, message in _V2_PATTERNS:
+        prefix, suffix = os.path.commonprefix(list(literals)), os.path.commonprefix([x[::-1] for x in literals])[::-1]
+        if len(literals) > 1 and max(len(prefix), len(suffix)) >= 6:
+            if len(prefix) >= len(suffix):
+                out.append((prefix, [(x, 0) for x in literals], pattern, code, message))
+            else:
+                out.append((suffix, [(x, len(x) - len(suffix)) for x in literals], pattern, code, message))
+        else:
+            out.extend((x, [(x, 0)], pattern, code, message) for x in literals)
+    return out
+
+
+_V2_SEARCHES = _v2_searches()
+
+
 def _occurrences(text: str, literal: str) -> Iterator[int]:
     pos = text.find(literal)
     while pos >= 0:
@@ -115,10 +139,22 @@ class _Spans:
         return self.ends[i] if i >= 0 and pos < self.ends[i] else None
 
 
+def _find_single_triple(text: str, start: int = 0) -> int:
+    """``text.find("'''", start)``: most sources hold few single quotes, and memchr for one
+    quote skips faster than a three-character search; with many, fall back to that search."""
+    find = text.find
+    pos = find("'", start)
+    for _ in range(32):
+        if pos < 0 or text.startswith("'''", pos):
+            return pos
+        pos = find("'", pos + 1)
+    return pos if pos < 0 else find("'''", pos)
+
+
 def _triple_quoted(text: str) -> _Spans:
     spans = _Spans()
     pos = 0
-    double, single = text.find('"""'), text.find("'''")
+    double, single = text.find('"""'), _find_single_triple(text)
     while double >= 0 or single >= 0:
         start = single if double < 0 or 0 <= single < double else double
         close = text.find(text[start : start + 3], start + 3)
@@ -128,7 +164,7 @@ def _triple_quoted(text: str) -> _Spans:
         if 0 <= double < pos:
             double = text.find('"""', pos)
         if 0 <= single < pos:
-            single = text.find("'''", pos)
+            single = _find_single_triple(text, pos)
     return spans
 
 
@@ -469,21 +505,23 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
-        for literals, pattern, code, message in _V2_PATTERNS:
+        for search, literals, pattern, code, message in _V2_SEARCHES:
             pmatch = pattern.match
-            for literal in literals:
-                dotted = literal[0] == "."
-                step = len(literal)
-                pos = find(literal)
-                while pos >= 0:
+            step = len(search)
+            found = find(search)
+            while found >= 0:
+                for literal, back in literals:
+                    pos = found - back
                     if (
-                        pmatch(text, pos)
-                        and (not dotted or _after_value(text, pos))
+                        (not back or text.startswith(literal, pos))
+                        and pos >= 0
+                        and pmatch(text, pos)
+                        and (literal[0] != "." or _after_value(text, pos))
                         and not _inside(s_starts, s_ends, pos)
                         and not _in_line_string_or_comment(text, pos)
                     ):
                         raw.append((pos, code, message))
-                    pos = find(literal, pos + step)
+                found = find(search, found + step)
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
     if not result.v2:
@@ -543,16 +581,19 @@ def _uses(text: str, names: tuple[str, ...]) -> list[tuple[int, int]]:
     (files import different names, so such patterns rarely repeat).
     """
     spans: list[tuple[int, int]] = []
+    find, dotted, size_of_text = text.find, _DOTTED.match, len(text)
     for name in names:
         size = len(name)
-        for start in _occurrences(text, name):
+        start = find(name)
+        while start >= 0:
             end = start + size
-            if start and (text[start - 1].isalnum() or text[start - 1] in "_."):
-                continue
-            if end < len(text) and (text[end].isalnum() or text[end] == "_"):
-                continue
-            dotted = _DOTTED.match(text, end)
-            spans.append((start, dotted.end() if dotted else end))
+            if not (
+                (start and (text[start - 1].isalnum() or text[start - 1] in "_."))
+                or (end < size_of_text and (text[end].isalnum() or text[end] == "_"))
+            ):
+                m = dotted(text, end)
+                spans.append((start, m.end() if m else end))
+            start = find(name, end)
     spans.sort()
     return spans
 
@@ -577,6 +618,9 @@ def _worth_scanning(target: str, nn_is_v3: bool) -> bool:
     return False
 
 
+_WORTH: tuple[dict[str, bool], dict[str, bool]] = ({}, {})
+
+
 def _scan_uses(
     text: str,
     strings: _Spans,
@@ -586,39 +630,62 @@ def _scan_uses(
     result: Scan,
     raw: list[tuple[int, str, str]],
 ) -> None:
-    relevant = tuple(sorted(local for local, target in aliases.items() if _worth_scanning(target, nn_is_v3)))
-    if not relevant:
+    worth = _WORTH[nn_is_v3]
+    names = []
+    for local, target in aliases.items():
+        keep = worth.get(target)
+        if keep is None:
+            keep = worth[target] = _worth_scanning(target, nn_is_v3)
+        if keep:
+            names.append(local)
+    if not names:
         return
+    relevant = tuple(sorted(names))
+    s_starts, s_ends = strings.starts, strings.ends
+    i_starts, i_ends = import_spans.starts, import_spans.ends
+    # One file uses the same few dotted names many times: resolve each once.
+    seen: dict[str, tuple[Resolved, str]] = {}
     for start, end in _uses(text, relevant):
-        if import_spans.contains(start) or strings.contains(start) or _in_line_string_or_comment(text, start):
+        if (
+            _inside(i_starts, i_ends, start)
+            or _inside(s_starts, s_ends, start)
+            or _in_line_string_or_comment(text, start)
+        ):
             continue
         dotted = text[start:end]
-        if " " in dotted or "\t" in dotted:
-            dotted = _BLANKS.sub("", dotted)
-        head, _, rest = dotted.partition(".")
-        qualified = aliases[head] + (f".{rest}" if rest else "")
-        resolved = lookup(qualified, nn_is_v3=nn_is_v3)
+        known = seen.get(dotted)
+        if known is None:
+            name = dotted
+            if " " in name or "\t" in name:
+                name = _BLANKS.sub("", name)
+            head, _, rest = name.partition(".")
+            qualified = aliases[head] + (f".{rest}" if rest else "")
+            known = seen[dotted] = (_resolve(qualified, nn_is_v3), rest)
+        resolved, rest = known
         if resolved.kind == "base":
             if not _in_class_header(text, start):
                 continue  # a common base used as a type: fine in V3 code
             # Deriving from it makes a V2 pipeline model unless the file is ModuleV3
             # (a V3 model may derive from PipelineModelWithKVCache directly).
             resolved = Resolved("interop", resolved.code, resolved.message)
-        if resolved.kind == "v3":
+        kind = resolved.kind
+        if kind == "v3":
             result.v3 = True
-        elif resolved.kind == "v2":
+        elif kind == "v2":
             result.v2 = True
-        elif resolved.kind == "interop":
+        elif kind == "interop":
             result.interop = True
-        if resolved.code in _CONSTRUCTOR_RULES:
+        code = resolved.code
+        if code in _CONSTRUCTOR_RULES:
             if _in_class_header(text, start):
                 # A subclass of a V2 layer: its super().__init__ call and
                 # overrides follow the V2 signature, so a person ports it.
                 resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
+                code = resolved.code
             elif not _CALL.match(text, end):
                 continue  # an annotation or isinstance(): the import rewrite covers it
-        if resolved.code is not None and not (resolved.kind == "interop" and not rest and resolved.code == "MV370"):
-            raw.append((start, resolved.code, resolved.message))
+        if code is not None and not (resolved.kind == "interop" and not rest and code == "MV370"):
+            raw.append((start, code, resolved.message))
 
 
 def _in_class_header(text: str, pos: int) -> bool:
