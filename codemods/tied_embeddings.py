@@ -7,8 +7,11 @@ head would need a second copy. As in ``llama3_modulev3``: the head is created
 only when not tied and forward multiplies by the embedding's transpose.
 Recognised inside one class: ``self.H = <call>`` in ``__init__`` and, later in
 ``__init__``, the alias (alone or as the only statement of an ``if`` without
-``else``); every ``self.H(x)`` in the class is rewritten. Other aliases get a
-TODO.
+``else``); every ``self.H(x)`` in the class is rewritten. In a subclass of V2
+``Transformer`` (which apply replaces by its V3 port), the local alias
+``output.set_shared_weight("weight", embedding.weight)`` becomes ``output =
+None``: the port computes ``norm(h) @ embed_tokens.weight.T`` when it has no
+head. Other aliases get a TODO.
 
     self.lm_head = Linear(...)
     if config.tie_word_embeddings:
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import Codemod, FileState
+from migrate_v3.knowledge.layers import v2_symbol
 
 _FLAG = "tie_word_embeddings"
 
@@ -98,6 +102,27 @@ def _find_tie(init: cst.FunctionDef) -> _Tie | None:
     return None
 
 
+def _local_alias(stmt: cst.SimpleStatementLine) -> str | None:
+    """``H`` of ``H.set_shared_weight("weight", E.weight)`` with local names H and E."""
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        return None
+    call = stmt.body[0].value
+    if not (isinstance(call, cst.Call) and len(call.args) == 2 and isinstance(call.func, cst.Attribute)):
+        return None
+    name, weight = call.args[0].value, call.args[1].value
+    if (
+        call.func.attr.value == "set_shared_weight"
+        and isinstance(call.func.value, cst.Name)
+        and isinstance(name, cst.SimpleString)
+        and name.evaluated_value == "weight"
+        and isinstance(weight, cst.Attribute)
+        and weight.attr.value == "weight"
+        and isinstance(weight.value, cst.Name)
+    ):
+        return call.func.value.value
+    return None
+
+
 class TiedEmbeddings(Codemod):
     PREFIX = "MV363"
 
@@ -105,9 +130,32 @@ class TiedEmbeddings(Codemod):
     def applies(cls, source: str) -> bool:
         return "set_shared_weight" in source or ".weight = self." in source
 
+    def __init__(self, state: FileState) -> None:
+        super().__init__(state)
+        #: per enclosing class: does it subclass V2 Transformer (ported by apply)?
+        self.ported_base: list[bool] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.ported_base.append(any(v2_symbol(self.qualname(b.value)) == "Transformer" for b in node.bases))
+
+    def _in_ported_transformer(self) -> bool:
+        return bool(self.ported_base) and self.ported_base[-1]
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        head = _local_alias(original) if self._in_ported_transformer() else None
+        if head is None:
+            return updated
+        self.rewrote(original, "MV363", f"tied {head}: no head; the Transformer port uses embed_tokens.weight.T")
+        new = cst.parse_statement(f"{head} = None  # tied: the V3 Transformer port computes h @ embed_tokens.weight.T\n")
+        return new.with_changes(leading_lines=updated.leading_lines)  # type: ignore[return-value]
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight":
+            if self._in_ported_transformer() and isinstance(func.value, cst.Name):
+                return updated  # the statement is replaced (leave_SimpleStatementLine)
             self.todo(
                 "MV363",
                 "set_shared_weight: V3 has no weight aliasing; create the head only when not tied "
@@ -116,6 +164,7 @@ class TiedEmbeddings(Codemod):
         return updated
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.ported_base.pop()
         if not isinstance(updated.body, cst.IndentedBlock):
             return updated
         body = list(updated.body.body)

@@ -16,7 +16,8 @@ class Transformer(Module[..., tuple[Tensor, ...]]):
 
     Same constructor, call convention and attribute names (so the same weight
     names) as V2; ``forward`` returns ``(last_logits[, logits, offsets])``.
-    Hidden-state outputs are not ported.
+    ``output=None`` means tied embeddings (one copy of the weight, used
+    transposed). Hidden-state outputs are not ported.
     """
 
     def __init__(
@@ -52,6 +53,8 @@ class Transformer(Module[..., tuple[Tensor, ...]]):
         self.logits_scaling = logits_scaling
 
     def _logits(self, h: Tensor) -> Tensor:
+        if self.lm_head is None:  # tied: V2 aliased the head's weight to the embedding's
+            return F.cast(self.norm(h) @ self.embed_tokens.weight.T, DType.float32)
         return F.cast(self.lm_head(self.norm(h)), DType.float32)
 
     def forward(
