@@ -11,7 +11,6 @@ never hides findings and findings never need a full parse.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from bisect import bisect_right
@@ -119,12 +118,14 @@ def _line_statements(text: str, keyword: str, pattern: re.Pattern[str]) -> Itera
             yield m
 
 
-@dataclass
 class _Spans:
     """Sorted, disjoint (start, end) ranges: triple-quoted strings or imports."""
 
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
+    __slots__ = ("starts", "ends")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
 
     def add(self, start: int, end: int) -> None:
         self.starts.append(start)
@@ -249,8 +250,7 @@ def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, b
 # --- symbol lookup --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """What a qualified name means: ``v2``, ``v3``, ``keep``, ``interop`` or ``none``."""
 
     kind: str
@@ -794,6 +794,8 @@ def syntax_error(text: str, path: str) -> str | None:
         pass
     else:
         return None
+    import ast
+
     try:
         compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
