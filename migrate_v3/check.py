@@ -322,15 +322,17 @@ def run_check(paths: Sequence[str | Path], settings: Settings) -> CheckReport:
     classified = classify_many(found.files, settings)
     link_dependencies(classified, settings)
     report = CheckReport(errors=list(found.errors))
+    select, ignore = settings.select, settings.ignore
+    wanted: dict[str, bool] = {}  # rule code -> kept by --select/--ignore
     for name in sorted(classified):
         result = classified[name].result
         if result.kind == "error":
             report.errors.append((name, result.error or "unknown error"))
             continue
-        result.findings = [
-            f for f in result.findings
-            if (not settings.select or matches(f.code, settings.select))
-            and not matches(f.code, settings.ignore)
-        ]
+        if select or ignore:
+            for f in result.findings:
+                if f.code not in wanted:
+                    wanted[f.code] = (not select or matches(f.code, select)) and not matches(f.code, ignore)
+            result.findings = [f for f in result.findings if wanted[f.code]]
         report.files.append(result)
     return report

@@ -531,12 +531,19 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     result.todo_markers = text.count(_TODO)
     suppress = _suppressions(text, position)
     seen: set[tuple[int, int, str]] = set()
+    # position(), inlined: the offsets come sorted, so lines are counted once.
+    line, line_start, last = 1, 0, 0
+    count = text.count
     for pos, code, message in sorted(raw):
-        line, col = position(pos)
-        if (line, col, code) in seen or (suppress and _suppressed(suppress, line, code)):
+        if pos != last:
+            line += count("\n", last, pos)
+            line_start = rfind("\n", 0, pos) + 1
+            last = pos
+        key = (line, pos - line_start + 1, code)
+        if key in seen or (suppress and _suppressed(suppress, line, code)):
             continue
-        seen.add((line, col, code))
-        findings.append((line, col, code, message))
+        seen.add(key)
+        findings.append((line, key[1], code, message))
     findings.sort()
     return result, findings
 
