@@ -60,7 +60,7 @@ def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
         del sys.modules[mod]
 
 
-def _config_args(kv: object) -> dict[str, object]:
+def _config_args(kv: object, tied: bool) -> dict[str, object]:
     from max.dtype import DType
     from max.graph import DeviceRef
 
@@ -70,7 +70,7 @@ def _config_args(kv: object) -> dict[str, object]:
         interleaved_rope_weights=False, vocab_size=32, dtype=DType.float32, kv_params=kv,
         attention_multiplier=8**-0.5, embedding_multiplier=1.0, residual_multiplier=1.0,
         devices=[DeviceRef.CPU()], rms_norm_eps=1e-5, model_quantization_encoding=None,
-        quantization_config=None, clip_qkv=None,
+        quantization_config=None, clip_qkv=None, tie_word_embeddings=tied,
     )
 
 
@@ -94,10 +94,16 @@ def _kv_inputs(kv: object) -> list[object]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("name", "cls", "registered"),
-    [("olmo2", "Olmo2", "Olmo2ForCausalLM_ModuleV3"), ("llama3", "Llama3", "LlamaForCausalLM_ModuleV3")],
+    ("name", "cls", "registered", "tied"),
+    [
+        ("olmo2", "Olmo2", "Olmo2ForCausalLM_ModuleV3", False),
+        ("llama3", "Llama3", "LlamaForCausalLM_ModuleV3", False),
+        ("llama3", "Llama3", "LlamaForCausalLM_ModuleV3", True),  # tie_word_embeddings: one weight copy
+    ],
 )
-def test_migrated_decoder_matches_v2_logits(archs: ModuleType, name: str, cls: str, registered: str) -> None:
+def test_migrated_decoder_matches_v2_logits(
+    archs: ModuleType, name: str, cls: str, registered: str, tied: bool
+) -> None:
     from max.driver import CPU, Buffer
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -125,12 +131,13 @@ def test_migrated_decoder_matches_v2_logits(archs: ModuleType, name: str, cls: s
         dtype=DType.float32, n_kv_heads=2, head_dim=8, num_layers=2, devices=[DeviceRef.CPU()], page_size=16
     )
     with F.lazy(), default_dtype(DType.float32):
-        model = getattr(model_v3, cls)(config_v3.Llama3Config(**_config_args(kv)))
+        model = getattr(model_v3, cls)(config_v3.Llama3Config(**_config_args(kv, tied)))
     model.to(CPU())
     shapes = {name: tuple(int(d) for d in p.shape) for name, p in model.parameters}
 
-    v2 = v2_cls(V2Config(**_config_args(kv)))
+    v2 = v2_cls(V2Config(**_config_args(kv, tied)))
     assert set(shapes) == set(v2.state_dict())  # same checkpoint names, no adapter needed
+    assert ("lm_head.weight" in shapes) is not tied
     rng = np.random.default_rng(0)
     weights = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in sorted(shapes.items())}
 
