@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from migrate_v3.classify import (
     Classified,
+    Packed,
     classify_bytes,
     classify_file,
     dependency_finding,
@@ -46,7 +46,7 @@ class CheckReport:
         return counts
 
 
-def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[Any, ...]:
+def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> Packed:
     if data is None:
         try:
             data = Path(name).read_bytes()
@@ -55,7 +55,7 @@ def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[An
     return classify_bytes(data, name, check_syntax=check_syntax, packed=True)
 
 
-def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[tuple[Any, ...]]:
+def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[Packed]:
     """Worker entry point for spawned workers (the bytes travel through a pipe)."""
     return [_classify_one(name, data, check_syntax) for name, data in items]
 
@@ -65,27 +65,38 @@ def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -
 _SHARED: list[tuple[str, bytes | None]] = []
 
 
-def _classify_shared(indices: range, check_syntax: bool) -> list[tuple[Any, ...]]:
+def _classify_shared(indices: range, check_syntax: bool) -> list[Packed]:
     shared = _SHARED
     return [_classify_one(shared[i][0], shared[i][1], check_syntax) for i in indices]
 
 
-def _classify_todo(todo: list[tuple[str, bytes | None]], settings: Settings) -> list[tuple[Any, ...]]:
-    """Packed results for ``todo`` (in order), in ``settings.jobs`` processes when worth it.
+def _classify_todo(
+    todo: list[tuple[str, bytes | None]], settings: Settings, consume: Callable[[int, Packed], None]
+) -> None:
+    """``consume(i, packed result of todo[i])`` for every file, in ``settings.jobs`` processes when worth it.
 
     Files not read yet (``None``) are read by the process that classifies them.
+    Results arrive pile by pile, this process's own first, so the caller
+    unpacks them while the workers are still busy.
     """
     syntax = settings.syntax
     jobs = settings.jobs or os.cpu_count() or 1
     piles = min(jobs, len(todo) // (_PARALLEL_THRESHOLD // 2)) if len(todo) >= _PARALLEL_THRESHOLD else 1
     if piles <= 1:
-        return [_classify_one(name, data, syntax) for name, data in todo]
+        for index, (name, data) in enumerate(todo):
+            consume(index, _classify_one(name, data, syntax))
+        return
     # Interleaved piles: neighbouring files (same package, same kind of code) split evenly.
     ranges = [range(k, len(todo), piles) for k in range(piles)]
+
+    def take(pile: int, answer: list[Packed]) -> None:
+        for index, result in zip(ranges[pile], answer, strict=True):
+            consume(index, result)
+
     if fork_is_safe():
         _SHARED[:] = todo
         try:
-            answers = fork_map(lambda indices: _classify_shared(indices, syntax), ranges)
+            fork_map(lambda indices: _classify_shared(indices, syntax), ranges, take)
         finally:
             _SHARED.clear()
     else:
@@ -93,21 +104,20 @@ def _classify_todo(todo: list[tuple[str, bytes | None]], settings: Settings) -> 
 
         with process_pool(piles) as pool:
             futures = [pool.submit(_classify_items, [todo[i] for i in r], syntax) for r in ranges]
-            answers = [future.result() for future in futures]
-    packed: list[tuple[Any, ...]] = [()] * len(todo)
-    for indices, answer in zip(ranges, answers, strict=True):
-        for index, result in zip(indices, answer, strict=True):
-            packed[index] = result
-    return packed
+            for pile, future in enumerate(futures):
+                take(pile, future.result())
 
 
 def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, Classified]:
     out: dict[str, Classified] = {}
     if not settings.cache:
         todo: list[tuple[str, bytes | None]] = [(str(path), None) for path in files]
-        for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
-            out[name] = unpack(name, packed)
-        return out
+
+        def keep(index: int, packed: Packed) -> None:
+            out[todo[index][0]] = unpack(todo[index][0], packed)
+
+        _classify_todo(todo, settings, keep)
+        return {name: out[name] for name, _ in todo}  # in discovery order, as before
 
     from migrate_v3.cache import Cache, digest
 
@@ -129,9 +139,12 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
             out[name] = unpack(name, hit)
         else:
             todo.append((name, data))
-    for (name, _), packed in zip(todo, _classify_todo(todo, settings), strict=True):
+    def keep_and_cache(index: int, packed: Packed) -> None:
+        name = todo[index][0]
         out[name] = unpack(name, packed)
         cache.put(name, keys[name], packed)
+
+    _classify_todo(todo, settings, keep_and_cache)
     cache.save()
     return out
 

@@ -59,13 +59,14 @@ def _child(func: Callable[[T], Any], pile: T, read: int, write: int) -> None:
         os._exit(status)
 
 
-def fork_map(func: Callable[[T], Any], piles: Sequence[T]) -> list[Any]:
-    """``[func(p) for p in piles]``, the piles after the first in forked children.
+def fork_map(func: Callable[[T], Any], piles: Sequence[T], consume: Callable[[int, Any], None]) -> None:
+    """``consume(i, func(piles[i]))`` for every pile, the piles after the first in forked children.
 
-    ``func`` must return marshal-able data. A child that fails (killed, an
-    exception, data that cannot be marshalled) has its pile redone here, so
-    the result never depends on whether forking worked. Call only when
-    ``fork_is_safe()``.
+    This process runs the first pile and consumes its result while the
+    children still work. ``func`` must return marshal-able data. A child that
+    fails (killed, an exception, data that cannot be marshalled) has its pile
+    redone here, so the result never depends on whether forking worked. Call
+    only when ``fork_is_safe()``.
     """
     children: list[tuple[int, int]] = []
     try:
@@ -82,11 +83,11 @@ def fork_map(func: Callable[[T], Any], piles: Sequence[T]) -> list[Any]:
                 _child(func, pile, read, write)
             os.close(write)
             children.append((pid, read))
-        results = [func(piles[0])] if piles else []
-        for pile in piles[1:]:
+        if piles:
+            consume(0, func(piles[0]))
+        for i, pile in enumerate(piles[1:], start=1):
             pid, read = children.pop(0)
-            results.append(_collect(func, pile, pid, read))
-        return results
+            consume(i, _collect(func, pile, pid, read))
     finally:
         for pid, read in children:  # the parent failed: stop and reap the children
             if pid > 0:

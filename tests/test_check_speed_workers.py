@@ -1,0 +1,79 @@
+"""fork_map: the forked workers of `check` give the same answers as doing the work here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from migrate_v3 import workers
+from migrate_v3.check import run_check
+from migrate_v3.config import Settings
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+def _collect(func, piles):  # type: ignore[no-untyped-def]
+    got: dict[int, object] = {}
+    workers.fork_map(func, piles, got.__setitem__)
+    return [got[i] for i in range(len(piles))]
+
+
+def test_results_come_back_in_pile_order() -> None:
+    piles = [list(range(k, 100, 3)) for k in range(3)]
+    assert _collect(lambda p: [x * x for x in p], piles) == [[x * x for x in p] for p in piles]
+
+
+def test_a_failing_child_has_its_pile_redone_here() -> None:
+    parent = os.getpid()
+
+    def func(pile: list[int]) -> list[int]:
+        if os.getpid() != parent:
+            raise RuntimeError("child fails")
+        return [x + 1 for x in pile]
+
+    assert _collect(func, [[1], [2], [3]]) == [[2], [3], [4]]
+
+
+def test_unmarshallable_answers_are_redone_here() -> None:
+    parent = os.getpid()
+
+    def func(pile: list[int]) -> object:
+        return [object()] if os.getpid() != parent else list(pile)
+
+    assert _collect(func, [[1], [2]]) == [[1], [2]]
+
+
+def test_a_failing_parent_reaps_its_children() -> None:
+    parent = os.getpid()
+
+    def func(pile: list[int]) -> list[int]:
+        if os.getpid() == parent:
+            raise KeyError("parent fails")
+        return pile
+
+    with pytest.raises(KeyError):
+        workers.fork_map(func, [[1], [2]], lambda i, r: None)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left behind
+
+
+def test_forked_and_serial_runs_agree(tmp_path: Path) -> None:
+    src = tmp_path / "pkg"
+    src.mkdir()
+    bodies = [
+        "from max.nn import Linear\n\nlayer = Linear(2, 2, None, None)\n",
+        "from max.experimental.nn import Linear\n",
+        "from max.graph import ops\n\ny = ops.reshape(x, [1])\n",
+        "x = 1\n",
+        "from max.nn import Linear\ndef f(:\n",
+    ]
+    for i in range(90):
+        (src / f"m{i}.py").write_text(bodies[i % len(bodies)])
+    shutil.copy(src / "m0.py", src / "z.py")
+    one = run_check([src], Settings(cache=False, jobs=1, root=tmp_path))
+    two = run_check([src], Settings(cache=False, jobs=2, root=tmp_path))
+    assert one == two
+    assert len(one.errors) == 18 and one.findings_count > 50
