@@ -44,6 +44,13 @@ class Dependencies(Codemod):
         else:
             return updated
         package = parts[0]
+        if ctx.package and package == f"{ctx.package}_modulev3":
+            self.todo(
+                "MV301",
+                f"imports {package}, the name this migration writes: the output would import itself; "
+                f"move these names into {ctx.package} or keep the existing {package} instead of migrating",
+            )
+            return updated
         if package == ctx.package or package.endswith("_modulev3"):
             return updated
         target = ctx.v3_packages.get(package)
