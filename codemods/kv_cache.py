@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
-from codemods.kv_trace import flat_forward, has_own_call
+from codemods.kv_trace import V3_ORDER, flat_forward, has_own_call
 from codemods.resolve import import_bindings
 
 _UNFLATTEN = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
@@ -97,8 +97,56 @@ class KVCache(Codemod):
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")
                 body[i] = result
+                body = self._reorder_input_types(body, _inner_params(stmt))
             return updated.with_changes(body=updated.body.with_changes(body=body))
         return updated
+
+
+    def _reorder_input_types(self, body: list[cst.BaseStatement], v2_order: list[str]) -> list[cst.BaseStatement]:
+        """``input_types()`` returns the inputs in V2's order: put them in the new forward's order."""
+        for k, stmt in enumerate(body):
+            if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "input_types"):
+                continue
+            new = _permuted_return(stmt, v2_order)
+            if new is None:
+                note = (
+                    f"{TODO_PREFIX}MV384 input_types() returns the inputs in V2's order ({', '.join(v2_order)}, *kv); "
+                    f"forward() now takes {', '.join(V3_ORDER)}, *kv: reorder it"
+                )
+                todo = attach_todos(stmt, [note])
+                body[k] = todo if isinstance(todo, cst.FunctionDef) else stmt
+            elif new is not stmt:
+                self.rewrote(stmt, "MV384", f"input_types() reordered to forward()'s {', '.join(V3_ORDER)}, *kv")
+                body[k] = new
+        return body
+
+
+def _inner_params(trace: cst.FunctionDef) -> list[str]:
+    inner = next(s for s in trace.body.body if isinstance(s, cst.FunctionDef))
+    return [p.name.value for p in inner.params.params]
+
+
+def _permuted_return(func: cst.FunctionDef, v2_order: list[str]) -> cst.FunctionDef | None:
+    """``return (a, b, c, *kv)`` with a..c in ``v2_order`` → the same tuple in ``V3_ORDER``; None if not that shape."""
+    if not isinstance(func.body, cst.IndentedBlock) or not func.body.body:
+        return None
+    last = func.body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)):
+        return None
+    value = last.body[0].value
+    if not isinstance(value, cst.Tuple) or len(value.elements) != len(v2_order) + 1:
+        return None
+    elements = list(value.elements)
+    head, star = elements[:-1], elements[-1]
+    if any(isinstance(e, cst.StarredElement) for e in head) or not isinstance(star, cst.StarredElement):
+        return None
+    by_name = dict(zip(v2_order, head, strict=True))
+    if v2_order == list(V3_ORDER):
+        return func
+    reordered = [by_name[n].with_changes(comma=head[i].comma) for i, n in enumerate(V3_ORDER)]
+    new_return = last.body[0].with_changes(value=value.with_changes(elements=[*reordered, star]))
+    new_last = last.with_changes(body=[new_return])
+    return func.with_changes(body=func.body.with_changes(body=[*func.body.body[:-1], new_last]))
 
 
 def _name(alias: cst.ImportAlias) -> str:
