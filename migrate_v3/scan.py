@@ -66,7 +66,7 @@ _V2_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str, str], ...] = (
     ),
     (
         (".unflatten_kv_inputs", ".unflatten_basic_kv_tree"),
-        re.compile(r"\.(?:unflatten_kv_inputs|unflatten_basic_kv_tree)[ \t]*\("),
+        re.compile(r"\.(?:unflatten_kv_inputs|unflatten_basic_kv_tree)[ \t]*\((?![^\n]*\._graph_value\b)"),
         "MV384",
         "KV-cache unflattening moves into the root module's forward()",
     ),
@@ -713,13 +713,13 @@ def _scan_classes(
             continue
         v2_classes.add(m.group(2))
         indent = len(m.group(1).expandtabs())
-        end = _block_end(text, m.end(), indent, strings)
-        body = text[m.end() : end]
-        has_super = "__init__" in body and (
-            _SUPER_INIT.search(body) is not None or _BASE_INIT.search(body) is not None
+        start = m.end()
+        end = _block_end(text, start, indent, strings)
+        has_super = text.find("__init__", start, end) >= 0 and (
+            _SUPER_INIT.search(text, start, end) is not None or _BASE_INIT.search(text, start, end) is not None
         )
         body_indent: int | None = None
-        for d in _DEF.finditer(text, m.end(), end):
+        for d in _defs(text, start, end):
             if strings.contains(d.start()):
                 continue
             depth = len(d.group(1).expandtabs())
@@ -733,19 +733,45 @@ def _scan_classes(
                 raw.append((pos, "MV322", f"{m.group(2)}.__init__ does not call super().__init__()"))
 
 
+def _defs(text: str, start: int, end: int) -> list[re.Match[str]]:
+    """``list(_DEF.finditer(text, start, end))``, from the names it needs.
+
+    The regex alone tries every offset of every class body; "__call__" and
+    "__init__" are rare, so find them and match _DEF at the start of their line.
+    """
+    lines: set[int] = set()
+    for name in ("__call__", "__init__"):
+        pos = text.find(name, start, end)
+        while pos >= 0:
+            line = text.rfind("\n", 0, pos) + 1
+            if line >= start and (line > 0 or start == 0):
+                lines.add(line)
+            pos = text.find(name, pos + 8, end)
+    out = []
+    for line in sorted(lines):
+        d = _DEF.match(text, line, end)
+        if d is not None:
+            out.append(d)
+    return out
+
+
 def _is_v2_module(base: str, aliases: dict[str, str], nn_is_v3: bool) -> bool:
     head, _, rest = base.partition(".")
     target = aliases.get(head)
     if target is None:
         return False
     qualified = target + (f".{rest}" if rest else "")
-    resolved = lookup(qualified, nn_is_v3=nn_is_v3)
-    return resolved.code == "MV320"
+    return _resolve(qualified, nn_is_v3).code == "MV320"
+
+
+_DEDENT: dict[int, re.Pattern[str]] = {}
 
 
 def _block_end(text: str, start: int, indent: int, strings: _Spans) -> int:
     """Offset where the block opened before ``start`` ends (first dedented code line)."""
-    pattern = re.compile(rf"\n[ \t]{{0,{indent}}}(?=[^ \t\r\n#])")
+    pattern = _DEDENT.get(indent)
+    if pattern is None:
+        pattern = _DEDENT[indent] = re.compile(rf"\n[ \t]{{0,{indent}}}(?=[^ \t\r\n#])")
     pos = start
     while True:
         m = pattern.search(text, pos)

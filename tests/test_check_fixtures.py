@@ -62,3 +62,8 @@ def test_dependency_on_another_architecture_package(fixtures: Path) -> None:
     assert by_name["user_pkg/arch.py"].depends_on == []
     # ... and an import inside the same package never is.
     assert by_name["user_pkg/sub/helpers.py"].depends_on == []
+    # a *_modulev3 package is not a V2 dependency: its leftovers are its own findings
+    assert by_name["half_modulev3/layers.py"].kind == "mixed"
+    assert [f.code for f in by_name["half_modulev3/layers.py"].findings] == ["MV310", "MV340"]
+    assert by_name["next_modulev3/model.py"].depends_on == []
+    assert by_name["next_modulev3/model.py"].findings == []
