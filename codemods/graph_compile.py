@@ -21,6 +21,8 @@ match exactly keeps a TODO saying why and showing the V3 shape.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from codemods.args import source
@@ -59,6 +61,10 @@ def _drop_own_todos(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
 
 class GraphCompile(Codemod):
     PREFIX = "MV38"
+    #: ``plan_module`` starts from a ``with <...Graph>(...)`` statement; a source
+    #: without a ``with`` statement or the word ``Graph`` gets an empty plan.
+    #: (Form feeds may indent a line; ``async with`` may continue a line.)
+    PLAN_TRIGGER = re.compile(r"^[ \t\f]*(?:async\b.*)?with\b", re.M)
 
     @classmethod
     def applies(cls, source: str) -> bool:
@@ -70,7 +76,9 @@ class GraphCompile(Codemod):
         self.plan = GraphPlan()
 
     def visit_Module(self, node: cst.Module) -> None:
-        self.plan = plan_module(node, self.qualname)
+        source = self.state.source
+        if "Graph" in source and self.PLAN_TRIGGER.search(source):
+            self.plan = plan_module(node, self.qualname)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.class_depth += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 
 import libcst as cst
 
@@ -25,11 +26,34 @@ from codemods.base import TODO_PREFIX, Codemod
 from migrate_v3.scan import scan_source
 
 
-def statement_starts(tree: ast.Module) -> dict[int, int]:
+def statements(tree: ast.Module) -> list[ast.stmt]:
+    """The statements of ``ast.walk(tree)``, in its order, without walking expressions.
+
+    Statements nest only in statement bodies (and except/case clauses), so a
+    breadth-first walk of that skeleton meets them level by level in the same
+    order as ``ast.walk``.
+    """
+    out: list[ast.stmt] = []
+    todo: deque[ast.AST] = deque([tree])
+    while todo:
+        node = todo.popleft()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.stmt):
+                        out.append(item)
+                        todo.append(item)
+                    elif isinstance(item, ast.excepthandler | ast.match_case):
+                        todo.append(item)
+    return out
+
+
+def statement_starts(stmts: list[ast.stmt]) -> dict[int, int]:
     """Line → first line of the innermost statement containing it."""
     starts: dict[int, int] = {}
     spans = sorted(
-        ((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, ast.stmt)),
+        ((n.lineno, n.end_lineno or n.lineno) for n in stmts),
         key=lambda span: span[1] - span[0],
         reverse=True,
     )
@@ -39,7 +63,7 @@ def statement_starts(tree: ast.Module) -> dict[int, int]:
     return starts
 
 
-def exempt_lines(tree: ast.Module) -> set[int]:
+def exempt_lines(tree: ast.Module, stmts: list[ast.stmt]) -> set[int]:
     """Lines whose findings are deliberate, not residue.
 
     * imports whose every name is re-exported in ``__all__`` (a package's API,
@@ -52,15 +76,15 @@ def exempt_lines(tree: ast.Module) -> set[int]:
             if isinstance(node.value, ast.List | ast.Tuple):
                 exported |= {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     lines: set[int] = set()
-    for found in ast.walk(tree):
+    for found in stmts:
         if isinstance(found, ast.ImportFrom) and exported and all((a.asname or a.name) in exported for a in found.names):
             lines.update(range(found.lineno, (found.end_lineno or found.lineno) + 1))
     return lines
 
 
-def forward_lines(tree: ast.Module) -> set[int]:
+def forward_lines(stmts: list[ast.stmt]) -> set[int]:
     lines: set[int] = set()
-    for node in ast.walk(tree):
+    for node in stmts:
         if isinstance(node, ast.FunctionDef) and node.name == "forward" and node.args.args and node.args.args[0].arg == "self":
             lines.update(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
     return lines
@@ -95,8 +119,9 @@ def residual_notes(code: str) -> str:
         return code
     lines = code.splitlines()
     tree = ast.parse(code)
-    starts = statement_starts(tree)
-    exempt, forwards = exempt_lines(tree), forward_lines(tree)
+    stmts = statements(tree)
+    starts = statement_starts(stmts)
+    exempt, forwards = exempt_lines(tree, stmts), forward_lines(stmts)
     notes: dict[int, list[str]] = {}
     for f in findings:
         if f.line in exempt or (f.code == "MV384" and f.line in forwards):

@@ -117,11 +117,35 @@ ARCHITECTURES = Path(list(max_pkg.__path__)[0]) / "pipelines" / "architectures"
 PACKAGES = ["bert", "mpnet", "qwen3", "olmo2", "gemma3"]
 
 
-def test_real_trees_fit_the_grammar() -> None:
-    bad = set()
-    for py in sorted(ARCHITECTURES.rglob("*.py")):
-        bad.update(_parsed_children_fit_annotations(cst.parse_module(py.read_text(encoding="utf-8"))))
+#: every file of the V2 packages (what ``apply`` reads)
+REAL_FILES = sorted(
+    py for pkg in ARCHITECTURES.iterdir() if pkg.is_dir() and not pkg.name.endswith("_modulev3") for py in pkg.rglob("*.py")
+)
+
+
+def test_real_trees_fit_the_grammar_and_graph_prefilter() -> None:
+    """Every V2 package file: parsed children fit the field annotations, and where
+    GraphCompile.PLAN_TRIGGER says no, ``plan_module`` finds nothing."""
+    from codemods.graph_build import GraphPlan, plan_module
+    from codemods.graph_compile import GraphCompile
+    from codemods.resolve import ImportTableResolver
+
+    assert len(REAL_FILES) > 500
+    bad: set[str] = set()
+    skipped = 0
+    for py in [*INPUTS, *REAL_FILES]:
+        source = py.read_text(encoding="utf-8")
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        bad.update(_parsed_children_fit_annotations(module))
+        # (without the word Graph no name resolves to max.graph.Graph)
+        if "Graph" in source and not GraphCompile.PLAN_TRIGGER.search(source):
+            skipped += 1
+            assert plan_module(module, ImportTableResolver(module).qualname) == GraphPlan(), py
     assert bad == set()
+    assert skipped > 20
 
 
 def _report(tmp: Path, monkeypatch: pytest.MonkeyPatch, reference: bool) -> dict[str, object]:
@@ -140,3 +164,17 @@ def test_real_packages_same_as_libcst_transformer(tmp_path: Path, monkeypatch: p
     reference = _report(tmp_path, monkeypatch, reference=True)
     assert fast["code"] and fast["files"]
     assert fast == reference
+
+
+def test_residual_statements_are_ast_walk_order() -> None:
+    """``residual.statements`` skips expressions but keeps ``ast.walk``'s statement order."""
+    import ast
+
+    from codemods.residual import statements
+
+    for py in [*INPUTS, *REAL_FILES]:
+        try:
+            tree = ast.parse(py.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        assert statements(tree) == [n for n in ast.walk(tree) if isinstance(n, ast.stmt)], py
