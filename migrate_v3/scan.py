@@ -513,8 +513,8 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 for literal, back in literals:
                     pos = found - back
                     if (
-                        (not back or text.startswith(literal, pos))
-                        and pos >= 0
+                        pos >= 0
+                        and (literal is search or text.startswith(literal, pos))
                         and pmatch(text, pos)
                         and (literal[0] != "." or _after_value(text, pos))
                         and not _inside(s_starts, s_ends, pos)
