@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -46,18 +47,25 @@ def test_unmarshallable_answers_are_redone_here() -> None:
     assert _collect(func, [[1], [2]]) == [[1], [2]]
 
 
-def test_a_failing_parent_reaps_its_children() -> None:
+def test_a_failing_parent_reaps_its_children(tmp_path: Path) -> None:
     parent = os.getpid()
+    pid_file = tmp_path / "child.pid"
 
     def func(pile: list[int]) -> list[int]:
         if os.getpid() == parent:
+            while not pid_file.exists():
+                time.sleep(0.01)
             raise KeyError("parent fails")
+        partial = pid_file.with_suffix(".partial")
+        partial.write_text(str(os.getpid()))
+        os.replace(partial, pid_file)
+        time.sleep(30)
         return pile
 
     with pytest.raises(KeyError):
         workers.fork_map(func, [[1], [2]], lambda i, r: None)
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # no child left behind
+        os.waitpid(int(pid_file.read_text()), os.WNOHANG)  # killed and reaped, not left running
 
 
 def test_forked_and_serial_runs_agree(tmp_path: Path) -> None:
