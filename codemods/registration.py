@@ -41,8 +41,8 @@ class Registration(Codemod):
         return ctx.is_arch_module or ctx.is_package_init
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
-        if not self._active():
-            return updated
+        if not self._active() or id(original) in self.state.non_refs:
+            return updated  # a keyword (``draft_arch=None``), attribute or parameter name: not the variable
         new = v3_arch_variable(original.value)
         if new is None:
             return updated
