@@ -41,7 +41,6 @@ _SUPPRESS = re.compile(r"#[ \t]*migrate-v3:[ \t]*ignore(?:\[([A-Z0-9, ]*)\])?")
 _TODO = "TODO(migrate-v3)"
 _COMMENT = re.compile(r"#[^\n]*")
 _IMPORT_PART = re.compile(r"[^,()]+")
-_NEWLINE = re.compile("\n")
 _BLANKS = re.compile(r"[ \t]")
 
 #: Method and keyword patterns that only V2 graph code uses; searched in V2 files.
@@ -210,13 +209,6 @@ class Import(NamedTuple):
     target: str  # qualified name; relative ones keep their leading dots
     pos: int
     star: bool = False
-
-
-def _parse_import(m: re.Match[str]) -> list[Import]:
-    module, plain = m.group(1), m.group(3)
-    group = 3 if plain is not None else 2
-    base = m.start(group)
-    return [Import(local, target, base + off, star) for local, target, off, star in _import_parts(module, m.group(group))]
 
 
 @lru_cache(maxsize=16384)
