@@ -52,7 +52,7 @@ def compiled_by_python(path: str, data: bytes) -> bool:
     if not path.endswith(".py"):
         return False
     try:
-        with open(cache_from_source(path), "rb") as pyc:
+        with open(cache_from_source(path, optimization=""), "rb") as pyc:
             header = pyc.read(16)
             written = os.fstat(pyc.fileno()).st_mtime_ns
         source = os.stat(path)
