@@ -78,7 +78,9 @@ def _walk(root: str, patterns: tuple[str, ...], result: Discovery) -> list[str]:
     ancestors: list[str] = []
     dir_patterns = _matcher(DEFAULT_EXCLUDES + patterns)
     file_patterns = _matcher(patterns)
-    prefix = len(root) + 1
+    # paths relative to root, spelled from the names we build (``scandir(".")``
+    # yields ``./x`` but ``scandir("pkg")`` yields ``pkg/x``: not a fixed prefix)
+    prefix = 0 if root == "." else len(root) if root.endswith("/") else len(root) + 1
     errors = result.errors
 
     def visit(directory: str, real: str) -> None:
@@ -104,7 +106,7 @@ def _walk(root: str, patterns: tuple[str, ...], result: Discovery) -> list[str]:
             if not is_dir and not name.endswith((".py", ".pyi")):
                 continue
             child = base + name
-            rel = entry.path[prefix:]
+            rel = child[prefix:]
             if is_dir:
                 if dir_patterns is not None and (dir_patterns.match(name) or dir_patterns.match(rel)):
                     continue

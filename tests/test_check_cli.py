@@ -62,6 +62,16 @@ def test_exclude_glob(tree: Path) -> None:
     assert code == 0 and "Checked 2 files" in out
 
 
+def test_exclude_path_relative_to_dot(tree: Path) -> None:
+    """From ``check .`` a nested path matches as written (``pkg/v2.py``, not ``g/v2.py``)."""
+    (tree / "pkg" / "sub").mkdir()
+    (tree / "pkg" / "sub" / "deep.py").write_text(V2)
+    code, out, _ = run("--exclude", "pkg/sub/*", ".")
+    assert code == 1 and "Checked 3 files" in out and "deep.py" not in out
+    code, out, _ = run("--exclude", "pkg/*", ".")
+    assert code == 0 and "Checked 0 files" in out
+
+
 def test_json_format(tree: Path) -> None:
     code, out, _ = run("--format", "json", "pkg")
     data = json.loads(out)
