@@ -112,7 +112,10 @@ def _classify(data: bytes, path: str, check_syntax: bool) -> Packed:
         text = decode(data)
     except SourceError as exc:
         return ("error", None, str(exc), [], [], [])
-    scan, findings = scan_raw(text)
+    try:
+        scan, findings = scan_raw(text)
+    except Exception as exc:  # noqa: BLE001 - one file the scanner trips on must not stop the run
+        return ("error", None, f"internal error while scanning: {type(exc).__name__}: {exc}", [], [], [])
     # Parsing costs three times the scan: do it where it matters, for the files
     # check reports on (and apply would rewrite).
     if check_syntax and (findings or scan.todo_markers) and not compiled_by_python(path, data):

@@ -85,3 +85,23 @@ def test_no_syntax_check_still_reports_findings(tree: Path) -> None:
     code, out, err = run("--no-syntax-check", ".")
     assert code == 1 and err == []
     assert "bad.py:1:20: MV310" in out
+
+
+def test_scanner_failure_is_one_error_line_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file the scanner itself trips on is reported like an unreadable one; the rest is checked."""
+    import migrate_v3.classify as classify
+
+    real = classify.scan_raw
+
+    def flaky(text: str):  # type: ignore[no-untyped-def]
+        if "TRIP" in text:
+            raise KeyError("boom")
+        return real(text)
+
+    monkeypatch.setattr(classify, "scan_raw", flaky)
+    (tmp_path / "a.py").write_text("from max.nn import Linear  # TRIP\n")
+    (tmp_path / "b.py").write_text("from max.nn import Linear\n")
+    result = CliRunner().invoke(main, ["check", "--no-cache", "-j", "1", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "a.py" in result.stderr and "KeyError" in result.stderr
+    assert "b.py:1:" in result.stdout
