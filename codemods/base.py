@@ -361,6 +361,7 @@ class Engine(cst.CSTTransformer):
         self._walk_fields: dict[type, tuple[tuple[str, int], ...]] = {}
         g = grammar()
         self._lossy = g.lossy if g is not None else {}
+        self._node_classes = frozenset(g.classes.values()) if g is not None else frozenset()
         if g is not None:
             hooked = frozenset(self.visits) | frozenset(self.leaves) | frozenset(_BOOKKEEPING)
             self._live, self._walk_fields = _plan(hooked)
@@ -459,6 +460,7 @@ class Engine(cst.CSTTransformer):
         if descend and fields:
             changes: dict[str, Any] | None = None
             walk = self._walk
+            plain = self._node_classes  # (type checks on these skip the ABC machinery)
             new: Any
             for name, kind in fields:
                 value = getattr(node, name)
@@ -468,33 +470,25 @@ class Engine(cst.CSTTransformer):
                     if value is None:  # FormattedStringExpression.format_spec
                         continue
                     new = self._walk_sequence(value, kind == _BODY)
+                    if new is value:
+                        continue
                 elif kind == _REQUIRED:
                     new = walk(value)
-                    if isinstance(new, RemovalSentinel):
-                        raise TypeError(
-                            f"We got a RemovalSentinel while visiting a {type(value).__name__}. This "
-                            "node's parent does not allow it to be removed."
-                        )
-                    if isinstance(new, FlattenSentinel):
-                        raise TypeError(
-                            f"We got a FlattenSentinel while visiting a {type(value).__name__}. This "
-                            "node's parent does not allow for it to be it to be replaced with a sequence."
-                        )
-                elif value is None or isinstance(value, MaybeSentinel):
+                    if new is value:
+                        continue
+                    if type(new) not in plain:
+                        _check_single(value, new, removable=False)
+                elif value is None or value is MaybeSentinel.DEFAULT:
                     continue
                 else:
                     new = walk(value)
-                    if isinstance(new, FlattenSentinel):
-                        raise TypeError(
-                            f"We got a FlattenSentinel while visiting a {type(value).__name__}. This "
-                            "node's parent does not allow for it to be it to be replaced with a sequence."
-                        )
-                    if isinstance(new, RemovalSentinel):
+                    if new is value:
+                        continue
+                    if type(new) not in plain and _check_single(value, new, removable=True):
                         new = None if kind == _OPTIONAL else MaybeSentinel.DEFAULT
-                if new is not value:
-                    if changes is None:
-                        changes = {}
-                    changes[name] = new
+                if changes is None:
+                    changes = {}
+                changes[name] = new
             if changes is not None:
                 updated = node.with_changes(**changes)
         if descend and cls in self._lossy:
@@ -502,13 +496,17 @@ class Engine(cst.CSTTransformer):
         result: Any = updated
         for leave in leaves:
             result = leave(node, result)
-            if not isinstance(result, cst.CSTNode):
+            if type(result) not in self._node_classes and not isinstance(result, cst.CSTNode):
                 break
         if flags & _ANNOTATION:
             state.annotation_depth -= 1
         elif flags & _STATEMENT:
             result = self._statement_todos(node, result)
-        if not isinstance(result, (cst.CSTNode, RemovalSentinel, FlattenSentinel)):
+        if (
+            result is not updated
+            and type(result) not in self._node_classes
+            and not isinstance(result, (cst.CSTNode, RemovalSentinel, FlattenSentinel))
+        ):
             raise Exception(
                 "Expected a node of type CSTNode or a RemovalSentinel, "
                 f"but got a return value of {type(result).__name__}"
@@ -535,6 +533,23 @@ class Engine(cst.CSTTransformer):
             elif not (body and not child._is_removable() and new._is_removable()):
                 out.append(new)
         return children if out is None else tuple(out)
+
+
+def _check_single(value: cst.CSTNode, new: Any, *, removable: bool) -> bool:
+    """libcst's checks on a child visited in a single-node field; True: it was removed."""
+    if isinstance(new, FlattenSentinel):
+        raise TypeError(
+            f"We got a FlattenSentinel while visiting a {type(value).__name__}. This "
+            "node's parent does not allow for it to be it to be replaced with a sequence."
+        )
+    if isinstance(new, RemovalSentinel):
+        if not removable:
+            raise TypeError(
+                f"We got a RemovalSentinel while visiting a {type(value).__name__}. This "
+                "node's parent does not allow it to be removed."
+            )
+        return True
+    return False
 
 
 def _on_statement(state: FileState, node: Any) -> None:
@@ -635,17 +650,20 @@ class _PositionState(CodegenState):
 
     Same rules (a node's syntactic start when it records one, hoisted from
     ``start_node`` when given, else where its code starts), but the line and
-    column are computed from the tokens only when a wanted node asks.
+    column are computed from the tokens only when a wanted node asks. Nodes
+    are keyed by ``id()`` (a CSTNode's ``__hash__`` is a Python call); the
+    caller keeps them alive.
     """
 
-    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]) -> None:
+    def __init__(self, module: cst.Module, wanted: set[int]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.wanted = wanted
         self.remaining = len(wanted)
-        self.inclusive: dict[cst.CSTNode, tuple[int, int]] = {}
-        self.syntactic: dict[cst.CSTNode, tuple[int, int]] = {}
-        self.found: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.inclusive: dict[int, tuple[int, int]] = {}
+        self.syntactic: dict[int, tuple[int, int]] = {}
+        self.found: dict[int, tuple[int, int]] = {}
         self.line, self.column, self.done = 1, 0, 0
+        self.keep: list[cst.CSTNode] = []
 
     def now(self) -> tuple[int, int]:
         tokens = self.tokens
@@ -677,12 +695,13 @@ class _PositionState(CodegenState):
             self.column += len(text)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
-            self.inclusive[node] = self.now()
+        if id(node) in self.wanted:
+            self.inclusive[id(node)] = self.now()
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted and node not in self.found:
-            self.found[node] = self.syntactic.get(node) or self.inclusive[node]
+        key = id(node)
+        if key in self.wanted and key not in self.found:
+            self.found[key] = self.syntactic.get(key) or self.inclusive[key]
             self.remaining -= 1
             if not self.remaining:
                 raise _AllFound
@@ -695,28 +714,32 @@ class _PositionState(CodegenState):
         start_node: cst.CSTNode | None = None,
         end_node: cst.CSTNode | None = None,
     ) -> Iterator[None]:
-        if node not in self.wanted:
+        key = id(node)
+        if key not in self.wanted:
             yield
             return
-        if start_node is not None and start_node not in self.wanted:
-            self.wanted.add(start_node)
+        if start_node is not None and id(start_node) not in self.wanted:
+            self.wanted.add(id(start_node))
+            self.keep.append(start_node)
             self.remaining += 1
         start = self.now()
         try:
             yield
         finally:
             if start_node is not None:
-                start = self.found.get(start_node) or self.syntactic.get(start_node) or self.inclusive[start_node]
-            self.syntactic[node] = start
+                first = id(start_node)
+                start = self.found.get(first) or self.syntactic.get(first) or self.inclusive[first]
+            self.syntactic[key] = start
 
 
-def positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]]:
-    """(line, column) where libcst's ``PositionProvider`` starts each of ``nodes`` in ``module``.
+def positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, tuple[int, int]]:
+    """(line, column) where libcst's ``PositionProvider`` starts each of ``nodes``
+    in ``module``, by ``id()`` of the node.
 
     Nodes that are not in ``module`` are left out. One codegen of ``module``,
     stopped as soon as every node was found.
     """
-    state = _PositionState(module, set(nodes))
+    state = _PositionState(module, {id(n) for n in nodes})
     try:
         module._codegen(state)
     except _AllFound:

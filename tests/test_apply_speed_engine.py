@@ -63,10 +63,10 @@ def test_lazy_positions_match_position_provider(path: Path) -> None:
     ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     nodes = list(ranges)
     found = positions(module, nodes)
-    assert {n: found[n] for n in nodes} == {n: (r.start.line, r.start.column) for n, r in ranges.items()}
+    assert {id(n): found[id(n)] for n in nodes} == {id(n): (r.start.line, r.start.column) for n, r in ranges.items()}
     # a node that is not in the module has no position; a few nodes stop the codegen early
     stranger = cst.Name("x")
-    assert stranger not in positions(module, [stranger, *nodes[:3]])
+    assert id(stranger) not in positions(module, [stranger, *nodes[:3]])
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
