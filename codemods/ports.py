@@ -30,7 +30,7 @@ def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str]:
     """A port's imports as (module, name, alias) and the code of its definitions."""
     module = cst.parse_module(port_source(name))
     imports: list[tuple[str, str, str | None]] = []
-    defs: list[cst.BaseStatement] = []
+    defs: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
     for stmt in module.body:
         small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
         if isinstance(small, cst.ImportFrom) and small.module is not None:
