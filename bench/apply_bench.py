@@ -1,7 +1,7 @@
 """``apply`` over every V2 architecture package of the installed max, on a copy.
 
     python bench/apply_bench.py survey   # errors / parse / import / TODO statistics
-    python bench/apply_bench.py timing   # apply vs plain libcst parse+print, -j 1 vs -j 2
+    python bench/apply_bench.py timing [N]  # apply vs plain libcst parse+print, -j 1 vs -j 2, best of N
     python bench/apply_bench.py snapshot DIR   # apply -j 2 outputs + reports saved under DIR
     python bench/apply_bench.py compare [DIR]  # outputs + reports: fast path vs libcst's
                                                # transformer (and vs a snapshot DIR)
@@ -20,6 +20,7 @@ import filecmp
 import importlib
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -104,7 +105,20 @@ def survey() -> None:
               f"auto share: {100.0 * rewrites / max(1, rewrites + sum(todos.values())):.1f}%")
 
 
-def timing() -> None:
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children (``-j`` workers)."""
+    own = time.process_time()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own + kids.ru_utime + kids.ru_stime
+
+
+def timing(rounds: int = 3) -> None:
+    """apply vs libcst parse+print over the same files, ``rounds`` interleaved rounds.
+
+    Each round measures the baseline, apply -j 1 (with and without positions)
+    and apply -j 2, so every round's ratios share that moment's machine load;
+    the summary gives each number's best round and the ratios of the bests.
+    """
     import libcst as cst
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,34 +126,44 @@ def timing() -> None:
         pkgs = v2_packages(tree)
         files = [p for pkg in pkgs for p in pkg.rglob("*.py")]
         sources = [p.read_text() for p in files]
-        out1, out2 = Path(tmp) / "o1", Path(tmp) / "o2"
+        out = Path(tmp) / "out"
 
         def baseline() -> tuple[float, float]:
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), _cpu()
             for src in sources:
                 cst.parse_module(src).code  # noqa: B018 - print is the point
-            return time.perf_counter() - t, time.process_time() - c
+            return time.perf_counter() - t, _cpu() - c
 
-        def run(jobs: int, out: Path, positions: bool) -> tuple[float, float]:
+        def run(jobs: int, positions: bool) -> tuple[float, float]:
             if out.exists():
                 shutil.rmtree(out)
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), _cpu()
             apply_paths(pkgs, out=out, jobs=jobs, context=TransformContext(positions=positions))
-            return time.perf_counter() - t, time.process_time() - c
+            return time.perf_counter() - t, _cpu() - c
 
-        # Wall time and (in-process) CPU time: CPU is the steadier number on a
-        # shared machine; -j 2 spends its CPU in workers, so only wall counts there.
-        base = baseline()
-        j1 = run(1, out1, positions=False)
-        j1p = run(1, out1, positions=True)
-        j2 = run(2, out2, positions=False)
-        base2 = baseline()
-        bw, bc = (base[0] + base2[0]) / 2, (base[1] + base2[1]) / 2
-        print(f"{len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB")
-        print(f"libcst parse+print: wall {base[0]:.1f}s / {base2[0]:.1f}s, cpu {base[1]:.1f}s / {base2[1]:.1f}s")
-        print(f"apply -j 1 (no positions): wall {j1[0]:.1f}s ({j1[0] / bw:.2f}x), cpu {j1[1]:.1f}s ({j1[1] / bc:.2f}x)")
-        print(f"apply -j 1 (with positions): wall {j1p[0]:.1f}s ({j1p[0] / bw:.2f}x), cpu {j1p[1]:.1f}s ({j1p[1] / bc:.2f}x)")
-        print(f"apply -j 2 (no positions): wall {j2[0]:.1f}s, gain vs -j 1: {j1[0] / j2[0]:.2f}x")
+        print(f"{len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB; {rounds} rounds; "
+              f"CPU = this process + its -j workers")
+        names = ["parse+print", "apply -j 1", "apply -j 1 (no positions)", "apply -j 2"]
+        results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        for r in range(rounds):
+            load = os.getloadavg()[0]
+            results[names[0]].append(baseline())
+            results[names[1]].append(run(1, positions=True))
+            results[names[2]].append(run(1, positions=False))
+            results[names[3]].append(run(2, positions=True))
+            (bw, bc), (w, c), (wn, cn), (w2, c2) = (results[n][-1] for n in names)
+            print(f"round {r + 1} (load {load:.2f} → {os.getloadavg()[0]:.2f}): parse+print wall {bw:.1f}s cpu {bc:.1f}s | "
+                  f"apply -j1 wall {w:.1f}s ({w / bw:.2f}x) cpu {c:.1f}s ({c / bc:.2f}x) | "
+                  f"no positions cpu {cn:.1f}s ({cn / bc:.2f}x) | -j2 wall {w2:.1f}s ({w / w2:.2f}x faster), cpu {c2:.1f}s",
+                  flush=True)
+        best = {n: (min(w for w, _ in v), min(c for _, c in v)) for n, v in results.items()}
+        bw, bc = best[names[0]]
+        print(f"best of {rounds}:")
+        for n in names:
+            w, c = best[n]
+            print(f"  {n:26s} wall {w:5.1f}s ({w / bw:.2f}x)  cpu {c:5.1f}s ({c / bc:.2f}x)")
+        print(f"  -j 2 wall-time gain over -j 1: {best[names[1]][0] / best[names[3]][0]:.2f}x")
+
 
 def _outputs(dest: Path, *, positions: bool = True, precise: bool = False, jobs: int = 2) -> None:
     """apply over every V2 package (ports kept, as in ``timing``): tree + reports under ``dest``."""
@@ -192,29 +216,44 @@ def differences(a: Path, b: Path) -> list[str]:
     return out
 
 
-def _reference(on: bool) -> None:
-    """Switch ``transform_source`` to libcst's transformer + PositionProvider (workers inherit it)."""
+def _mode(reference: bool = False, prefilters: bool = True) -> None:
+    """Switch ``transform_source`` to libcst's transformer + PositionProvider, and the
+    text prefilters off or on (through the environment too: ``-j`` workers inherit it)."""
+    import codemods.base as base  # noqa: PLC0415
     import migrate_v3.pipeline as pipeline  # noqa: PLC0415
 
-    os.environ["MIGRATE_V3_REFERENCE_ENGINE"] = "1" if on else "0"
-    pipeline.REFERENCE_ENGINE = on
+    os.environ["MIGRATE_V3_REFERENCE_ENGINE"] = "1" if reference else "0"
+    os.environ["MIGRATE_V3_NO_PREFILTERS"] = "0" if prefilters else "1"
+    pipeline.REFERENCE_ENGINE = reference
+    base.PREFILTERS = prefilters
 
 
 def compare(snap: Path | None) -> None:
-    """The fast path's outputs and reports against the reference path's (and a snapshot's)."""
+    """The fast path's outputs and reports against libcst's transformer and
+    PositionProvider, against the fast path with every text prefilter off
+    (every codemod parses and walks every file it may run on), and optionally
+    against a snapshot."""
     with tempfile.TemporaryDirectory() as tmp:
-        ref, mine = Path(tmp) / "reference", Path(tmp) / "now"
         t = time.perf_counter()
-        for dest, reference in ((ref, True), (mine, False)):
-            dest.mkdir()
-            _reference(reference)
-            _outputs(dest)
-        _reference(False)
+        runs = {
+            "fast": {},
+            "libcst's transformer": {"reference": True},
+            "no prefilters": {"prefilters": False},
+        }
+        dirs = {}
+        for name, mode in runs.items():
+            dirs[name] = Path(tmp) / name.replace(" ", "_").replace("'", "")
+            dirs[name].mkdir()
+            _mode(**mode)
+            _outputs(dirs[name])
+        _mode()
+        mine = dirs["fast"]
         n = sum(1 for p in (mine / "tree").rglob("*.py"))
+        others = [(dirs[name], name) for name in runs if name != "fast"]
+        if snap is not None:
+            others.append((snap, str(snap)))
         failed = False
-        for other, what in ((ref, "libcst's transformer"), (snap, str(snap))):
-            if other is None:
-                continue
+        for other, what in others:
             diffs = differences(other, mine)
             print(f"{n} output .py files and their reports vs {what}: {len(diffs)} differences")
             for d in diffs[:50]:
@@ -232,8 +271,10 @@ if __name__ == "__main__":
             snapshot(Path(sys.argv[2]))
         elif mode == "compare":
             compare(Path(sys.argv[2]) if len(sys.argv) > 2 else None)
+        elif mode == "timing":
+            timing(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
         else:
-            {"survey": survey, "timing": timing}[mode]()
+            {"survey": survey}[mode]()
     except Exception:
         traceback.print_exc()
         raise SystemExit(1) from None

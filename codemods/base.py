@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import os
 import re
 import textwrap
 import typing
@@ -30,6 +31,16 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from codemods.resolve import ImportTableResolver, Resolver, ScopeResolver
+
+#: The text prefilters (``Codemod.applies`` and narrower ones inside codemods)
+#: only skip work that cannot change the output; ``MIGRATE_V3_NO_PREFILTERS=1``
+#: turns them all off to show that (``bench/apply_bench.py compare``).
+PREFILTERS = os.environ.get("MIGRATE_V3_NO_PREFILTERS") != "1"
+
+
+def prefilters_on() -> bool:
+    return PREFILTERS
+
 
 TODO_PREFIX = "# TODO(migrate-v3): "
 TODO_RE = re.compile(r"#\s*TODO\(migrate-v3\):\s*(MV\d{3})\s*(.*?)\s*$")

@@ -26,7 +26,7 @@ import re
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, prefilters_on
 from codemods.graph_build import Builder, GraphPlan, plan_module
 
 _STATE_DICT = {
@@ -77,7 +77,7 @@ class GraphCompile(Codemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         source = self.state.source
-        if "Graph" in source and self.PLAN_TRIGGER.search(source):
+        if not prefilters_on() or ("Graph" in source and self.PLAN_TRIGGER.search(source)):
             self.plan = plan_module(node, self.qualname)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

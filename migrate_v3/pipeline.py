@@ -29,6 +29,7 @@ from codemods.base import (
     TransformContext,
     make_resolver,
     positions,
+    prefilters_on,
     render,
 )
 from migrate_v3.classify import kind_of
@@ -85,9 +86,10 @@ def todo_markers(code: str) -> list[Finding]:
 
 def select_codemods(source: str, kind: str) -> list[type[Codemod]]:
     """The codemods of ORDER that can change ``source`` (cheap text prefilter)."""
+    on = prefilters_on()
     if kind == "v2":
-        return [c for c in ORDER if c.applies(source)]
-    return [c for c in ORDER if c.NEUTRAL_OK and c.applies(source)]
+        return [c for c in ORDER if not on or c.applies(source)]
+    return [c for c in ORDER if c.NEUTRAL_OK and (not on or c.applies(source))]
 
 
 def transform_source(
@@ -105,7 +107,7 @@ def transform_source(
         v2_package = ctx.package is not None and not ctx.package.endswith("_modulev3")
         if not (v2_package and (ctx.is_arch_module or ctx.is_package_init)):
             return TransformResult(source, False, [], todo_markers(source), kind)
-        selected = [c for c in ORDER if c.PREFIX == "MV303" and c.applies(source)]
+        selected = [c for c in ORDER if c.PREFIX == "MV303" and (not prefilters_on() or c.applies(source))]
     else:
         selected = select_codemods(source, kind)
     if not selected:

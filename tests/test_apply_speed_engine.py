@@ -16,6 +16,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+import codemods.base as base
 import migrate_v3.pipeline as pipeline
 from codemods.base import FileState, TransformContext, grammar, positions, render
 from migrate_v3.apply import apply_paths
@@ -51,6 +52,25 @@ def test_the_fast_traversal_is_available() -> None:
 def test_fixture_same_as_libcst_transformer(case: Path, precise: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     reference, fast = _both(case.read_text(), _context(case, precise_names=precise), monkeypatch)
     assert fast == reference
+
+
+#: Ops._method_call asserts updated.func is an Attribute, but LayerConstructors
+#: already turned ``nn.Linear(...)`` into ``Linear(...)``: only Ops.applies keeps
+#: Ops off this file (no real package has the pattern with an Ops trigger word).
+_OPS_ALIAS_BUG = pytest.mark.xfail(reason="Ops._method_call after LayerConstructors (latent bug)", strict=False)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=_OPS_ALIAS_BUG) if c.name == "alias_module.input.py" else c for c in CASES],
+    ids=lambda p: f"{p.parent.name}/{p.name.removesuffix('.input.py')}",
+)
+def test_fixture_same_without_prefilters(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text prefilters only skip work: with all of them off the result is the same."""
+    ctx = _context(case)
+    fast = pipeline.transform_source(case.read_text(), context=ctx)
+    monkeypatch.setattr(base, "PREFILTERS", False)
+    assert pipeline.transform_source(case.read_text(), context=ctx) == fast
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
@@ -148,9 +168,10 @@ def test_real_trees_fit_the_grammar_and_graph_prefilter() -> None:
     assert skipped > 20
 
 
-def _report(tmp: Path, monkeypatch: pytest.MonkeyPatch, reference: bool) -> dict[str, object]:
+def _report(tmp: Path, monkeypatch: pytest.MonkeyPatch, reference: bool, prefilters: bool = True) -> dict[str, object]:
     monkeypatch.setattr(pipeline, "REFERENCE_ENGINE", reference)
-    out = tmp / ("reference" if reference else "fast")
+    monkeypatch.setattr(base, "PREFILTERS", prefilters)
+    out = tmp / f"{reference}-{prefilters}"
     pkgs = [ARCHITECTURES / p for p in PACKAGES if (ARCHITECTURES / p).is_dir()]
     report = apply_paths(pkgs, out=out, jobs=1)
     files = {f.source: {**f.to_json(), "dest": None} for f in report.files}
@@ -162,8 +183,10 @@ def test_real_packages_same_as_libcst_transformer(tmp_path: Path, monkeypatch: p
     """A few real V2 packages, whole apply: outputs and reports byte for byte."""
     fast = _report(tmp_path, monkeypatch, reference=False)
     reference = _report(tmp_path, monkeypatch, reference=True)
+    unfiltered = _report(tmp_path, monkeypatch, reference=False, prefilters=False)
     assert fast["code"] and fast["files"]
     assert fast == reference
+    assert fast == unfiltered
 
 
 def test_residual_statements_are_ast_walk_order() -> None:
