@@ -138,6 +138,11 @@ class Codemod:
         """Cheap text prefilter: False means the codemod cannot change ``source``."""
         return True
 
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        """:meth:`applies` for a file in its context (its package, ``arch.py``...)."""
+        return cls.applies(source)
+
     def qualname(self, node: cst.BaseExpression) -> str | None:
         return self.state.qualname(node)
 

@@ -14,7 +14,7 @@ import re
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import Codemod, TransformContext
 
 _ARCH_NAME = re.compile(r"^(\w+?)_arch$")
 SUFFIX = "_ModuleV3"
@@ -35,6 +35,11 @@ class Registration(Codemod):
     @classmethod
     def applies(cls, source: str) -> bool:
         return "_arch" in source
+
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        # every hook is a no-op outside arch.py and the package __init__.py
+        return (context.is_arch_module or context.is_package_init) and cls.applies(source)
 
     def _active(self) -> bool:
         ctx = self.state.context

@@ -11,9 +11,11 @@ relative import names the migrated sibling module in any install location.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import Codemod, TransformContext
 from codemods.resolve import module_name
 
 
@@ -24,6 +26,16 @@ class SelfImports(Codemod):
     @classmethod
     def applies(cls, source: str) -> bool:
         return "architectures." in source
+
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        # only imports of the package's own dotted name change (whitespace and
+        # line continuations may separate its parts)
+        package = context.package
+        if not package or package.endswith("_modulev3") or not cls.applies(source):
+            return False
+        parts = f"{context.architectures_package}.{package}".split(".")
+        return re.search(r"[\s\\]*\.[\s\\]*".join(map(re.escape, parts)), source) is not None
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         ctx = self.state.context

@@ -11,13 +11,16 @@ keep ``apply`` cheap and make it idempotent on V3 code.
 
 from __future__ import annotations
 
+import ast
 import gc
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import ORDER
@@ -32,6 +35,7 @@ from codemods.base import (
     prefilters_on,
     render,
 )
+from codemods.residual import statements
 from migrate_v3.classify import kind_of
 from migrate_v3.findings import Finding
 from migrate_v3.scan import scan_source
@@ -84,12 +88,13 @@ def todo_markers(code: str) -> list[Finding]:
     return out
 
 
-def select_codemods(source: str, kind: str) -> list[type[Codemod]]:
+def select_codemods(source: str, kind: str, context: TransformContext | None = None) -> list[type[Codemod]]:
     """The codemods of ORDER that can change ``source`` (cheap text prefilter)."""
+    ctx = context or TransformContext()
     on = prefilters_on()
     if kind == "v2":
-        return [c for c in ORDER if not on or c.applies(source)]
-    return [c for c in ORDER if c.NEUTRAL_OK and (not on or c.applies(source))]
+        return [c for c in ORDER if not on or c.applies_to(source, ctx)]
+    return [c for c in ORDER if c.NEUTRAL_OK and (not on or c.applies_to(source, ctx))]
 
 
 def transform_source(
@@ -107,12 +112,17 @@ def transform_source(
         v2_package = ctx.package is not None and not ctx.package.endswith("_modulev3")
         if not (v2_package and (ctx.is_arch_module or ctx.is_package_init)):
             return TransformResult(source, False, [], todo_markers(source), kind)
-        selected = [c for c in ORDER if c.PREFIX == "MV303" and (not prefilters_on() or c.applies(source))]
+        selected = [c for c in ORDER if c.PREFIX == "MV303" and (not prefilters_on() or c.applies_to(source, ctx))]
     else:
-        selected = select_codemods(source, kind)
+        selected = select_codemods(source, kind, ctx)
     if not selected:
         return TransformResult(source, False, [], todo_markers(source), kind)
     with _gc_paused():
+        kinds = _import_hooks(tuple(selected))
+        if kinds and not (REFERENCE_ENGINE or ctx.precise_names):
+            done = _rewrite_imports(source, ctx, kind, selected, kinds)
+            if done is not None:
+                return done
         return _rewrite(source, path, ctx, kind, selected)
 
 
@@ -161,6 +171,115 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
         todos=todo_markers(code),
         kind=kind,
     )
+
+
+# --- files where only import statements can change -----------------------------------
+#
+# When every hook of the selected codemods is on ``Import``/``ImportFrom``
+# (``Dependencies``, ``SelfImports``: most neutral files), nothing but import
+# statements can change. Those are found with ``ast`` (C, ~7x cheaper than
+# libcst's parse) and each is parsed, rewritten and printed on its own, at
+# its indentation; every other byte is the source's. Anything unusual (a
+# one-line suite, a ``;``, a line continuation, an indented import over several
+# lines, ``\r``, an existing migrate-v3 TODO, a hook asking for the import
+# table) takes the whole-module path.
+
+_IMPORT_HOOK_NAMES = frozenset({"visit_Import", "leave_Import", "visit_ImportFrom", "leave_ImportFrom"})
+_IMPORT_KINDS: dict[tuple[type[Codemod], ...], frozenset[str]] = {}
+_REST_OF_LINE = re.compile(r"[ \t]*(?:#[^\\]*)?")
+
+
+def _import_hooks(selected: tuple[type[Codemod], ...]) -> frozenset[str]:
+    """``{"ImportFrom", ...}`` when the codemods hook only import statements, else empty."""
+    if selected not in _IMPORT_KINDS:
+        hooks = {a for c in selected for a in dir(c) if a.startswith(("visit_", "leave_"))}
+        _IMPORT_KINDS[selected] = (
+            frozenset(h.split("_", 1)[1] for h in hooks) if hooks and hooks <= _IMPORT_HOOK_NAMES else frozenset()
+        )
+    return _IMPORT_KINDS[selected]
+
+
+class _WholeModule(Exception):
+    """The import-statement path cannot give the whole-module result: take that path."""
+
+
+class _NoImportTable:
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        raise _WholeModule  # the import table needs every import: parse the module
+
+
+def _rewrite_imports(
+    source: str, ctx: TransformContext, kind: str, selected: list[type[Codemod]], kinds: frozenset[str]
+) -> TransformResult | None:
+    """The result of :func:`_rewrite` when only import statements can change; None: use it."""
+    if "\r" in source or "TODO(migrate-v3)" in source or not source.endswith("\n"):
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None  # libcst reports it
+    lines = source.split("\n")
+    sites = sorted(
+        (s for s in statements(tree) if type(s).__name__ in kinds),
+        key=lambda s: (s.lineno, s.col_offset),
+    )
+    state = FileState(context=ctx, source=source)
+    state.resolver = _NoImportTable()
+    engine = Engine([c(state) for c in selected], state)
+    replaced: dict[int, tuple[int, str]] = {}  # first line index → (end line index, new code)
+    findings: list[Finding] = []
+    try:
+        for stmt in sites:
+            first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
+            # (ast's columns count UTF-8 bytes)
+            head = lines[first].encode()
+            indent = head[: stmt.col_offset].decode(errors="replace")
+            rest = lines[last].encode()[stmt.end_col_offset or 0 :].decode(errors="replace")
+            if (
+                indent.strip(" \t")  # after `;`, `else:`, `if x:` ... (or a form feed)
+                or _REST_OF_LINE.fullmatch(rest) is None  # `; more`, a continuation
+                or (first and lines[first - 1].endswith("\\"))
+                # libcst keeps an indented statement's continuation lines relative to
+                # its block's indentation (bracketed) or not (after a backslash)
+                or (indent and last > first)
+            ):
+                return None
+            text = "\n".join([head[stmt.col_offset :].decode(), *lines[first + 1 : last + 1]]) + "\n"
+            mini = cst.parse_module(text)
+            if mini.header or mini.footer or len(mini.body) != 1 or not isinstance(mini.body[0], cst.SimpleStatementLine):
+                return None
+            seen = len(state.rewrites)
+            new = engine.run(mini)
+            if new is not mini:
+                if new.header or new.footer or not new.body:
+                    return None
+                out = CodegenState(default_indent=mini.default_indent, default_newline="\n")
+                if indent:
+                    out.increase_indent(indent)
+                for line in new.body:
+                    line._codegen(out)
+                replaced[first] = (last, "".join(out.tokens))
+            mine = state.rewrites[seen:]
+            found = positions(mini, [n for n, _, _ in mine]) if ctx.positions and mine else {}
+            for node, rule, message in mine:
+                line_no, col = found.get(id(node), (0, 0))
+                if id(node) in found:
+                    line_no, col = line_no + first, col + (len(indent) if line_no == 1 else 0)
+                findings.append(Finding(line_no, col, rule, message))
+    except (_WholeModule, cst.ParserSyntaxError):
+        return None
+    out_lines: list[str] = []
+    i = 0
+    while i < len(lines):
+        if i in replaced:
+            end, code = replaced[i]
+            out_lines.append(code[:-1])  # (the join puts the newline back)
+            i = end + 1
+        else:
+            out_lines.append(lines[i])
+            i += 1
+    code = "\n".join(out_lines)
+    return TransformResult(code=code, changed=code != source, findings=sorted(findings), todos=todo_markers(code), kind=kind)
 
 
 #: Run libcst's own transformer and PositionProvider instead of the Engine's
