@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import ORDER
@@ -30,6 +29,7 @@ from codemods.base import (
     Engine,
     FileState,
     TransformContext,
+    code_for,
     make_resolver,
     positions,
     prefilters_on,
@@ -253,12 +253,7 @@ def _rewrite_imports(
             if new is not mini:
                 if new.header or new.footer or not new.body:
                     return None
-                out = CodegenState(default_indent=mini.default_indent, default_newline="\n")
-                if indent:
-                    out.increase_indent(indent)
-                for line in new.body:
-                    line._codegen(out)
-                replaced[first] = (last, "".join(out.tokens))
+                replaced[first] = (last, "".join(code_for(new, line, indent) for line in new.body))
             mine = state.rewrites[seen:]
             found = positions(mini, [n for n, _, _ in mine]) if ctx.positions and mine else {}
             for node, rule, message in mine:
