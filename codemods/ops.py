@@ -143,7 +143,8 @@ class Ops(Codemod):
 
     def _method_call(self, original: cst.Call, updated: cst.Call, method: str) -> cst.BaseExpression:
         func = updated.func
-        assert isinstance(func, cst.Attribute)
+        if not isinstance(func, cst.Attribute):
+            return updated  # an earlier codemod rewrote the callee (``nn.Linear(...)`` → ``Linear(...)``)
         if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value):
             self._functional()
             self.rewrote(original, "MV370", f".{method}() is not a Tensor method: F.{method}(x, ...)")
