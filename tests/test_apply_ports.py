@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import max as max_pkg
 import pytest
 
 from migrate_v3.pipeline import TransformContext, transform_source
 
-max_pkg = pytest.importorskip("max")
 ARCHITECTURES = Path(list(max_pkg.__path__)[0]) / "pipelines" / "architectures"
 PORTS = sorted(p for p in ARCHITECTURES.glob("*_modulev3") if p.is_dir())
 
