@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from codemods.base import grammar
 from migrate_v3.emit import Stager
 from migrate_v3.findings import Finding
 from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
@@ -184,6 +185,7 @@ def _run(jobs_in: list[tuple[str, str, TransformContext]], jobs: int) -> list[Tr
     if jobs <= 1 or len(jobs_in) < 2:
         return [_transform_job(j) for j in jobs_in]
     workers = min(jobs, os.cpu_count() or 1, len(jobs_in))
+    grammar()  # built once here: forked workers inherit it
     # biggest files first so the workers finish together
     order = sorted(range(len(jobs_in)), key=lambda i: -len(jobs_in[i][0]))
     with process_pool(workers) as pool:
