@@ -103,14 +103,29 @@ def plan_module(module: cst.Module, qualname: Qualname) -> GraphPlan:
 
 
 def _walk_functions(body: object) -> list[cst.FunctionDef]:
+    """Every function definition, in source (pre-)order: a walk over statements only.
+
+    Definitions are statements, so expressions are never entered (a
+    ``CSTVisitor`` over the whole tree costs about a full traversal).
+    """
     found: list[cst.FunctionDef] = []
 
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.FunctionDef):
             found.append(node)
+        block = getattr(node, "body", None)
+        if isinstance(block, cst.IndentedBlock):
+            for stmt in block.body:
+                visit(stmt)
+        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            visit(part)
+        for name in ("orelse", "finalbody"):
+            tail = getattr(node, name, None)
+            if isinstance(tail, cst.CSTNode):
+                visit(tail)
 
     for stmt in body:  # type: ignore[attr-defined]
-        stmt.visit(_V())
+        visit(stmt)
     return found
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, render
 from codemods.imports import identifiers
 
 _BASES = {
@@ -88,7 +88,7 @@ class PipelineModels(Codemod):
         if not self.rewritten:
             return updated
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import(s)])
-        used = identifiers(rest.code)
+        used = identifiers(render(rest, self.state))
         body: list[cst.BaseStatement] = []
         carry: list[cst.EmptyLine] = []  # leading lines of a dropped import
         for stmt in updated.body:
@@ -274,6 +274,8 @@ class PipelineModels(Codemod):
 
     def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
         """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
+        if "load_graphs" not in self.state.source and "execute" not in self.state.source:
+            return func  # neither pattern can occur: skip the walk
         return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
 
 
