@@ -53,6 +53,8 @@ class TransformContext:
     #: V2 package name → its V3 package name, for packages that have a V3
     #: variant or are migrated in the same run (``llama3`` → ``llama3_modulev3``).
     v3_packages: dict[str, str] = field(default_factory=dict)
+    #: dotted module of an existing V3 variant → the names it defines (see plan.module_exports)
+    v3_exports: dict[str, frozenset[str]] = field(default_factory=dict)
     #: Dotted prefix under which sibling architecture packages live.
     architectures_package: str = "max.pipelines.architectures"
     #: The package this file belongs to (``mpnet``), when known.

@@ -20,6 +20,16 @@ from codemods.resolve import module_name
 
 
 class Dependencies(Codemod):
+    """See the module docstring."""
+
+    def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
+        """Names ``node`` imports that an existing V3 variant's ``module`` does not define."""
+        exports = self.state.context.v3_exports.get(module)
+        if exports is None or isinstance(node.names, cst.ImportStar):
+            return []
+        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
+        return [n for n in names if n not in exports and f"{module}.{n}" not in self.state.context.v3_exports]
+
     PREFIX = "MV301"
     NEUTRAL_OK = True
 
@@ -58,6 +68,14 @@ class Dependencies(Codemod):
             self.todo("MV301", f"depends on V2 package {package}: migrate {package} first (apply {package} ...)")
             return updated
         new = ".".join([target, *parts[1:]])
+        missing = self._missing_names(new, updated)
+        if missing:
+            self.todo(
+                "MV301",
+                f"{new} (already there) has no {', '.join(missing)}: this still imports {package}'s V2 code; "
+                f"port {', '.join(missing)} or use what {target} offers instead",
+            )
+            return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
         if head:
             # the variant found beside the sibling is the one to use, wherever

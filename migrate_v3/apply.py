@@ -80,10 +80,11 @@ class ApplyReport:
         return 1 if self.todo_count else 0
 
 
-def _contexts(target: Target, rel: Path, base: TransformContext, v3_packages: dict[str, str]) -> TransformContext:
+def _contexts(target: Target, rel: Path, base: TransformContext, the_plan: Plan) -> TransformContext:
     return replace(
         base,
-        v3_packages=v3_packages,
+        v3_packages=the_plan.v3_packages,
+        v3_exports=the_plan.v3_exports,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,
         is_arch_module=target.is_package and rel == Path("arch.py"),
@@ -133,7 +134,7 @@ def apply_paths(
                 report.files.append(FileReport(str(src), "", error=f"{src}: cannot decode as UTF-8: {exc.reason}"))
                 slots.append((target, src, rel, raw))
                 continue
-            jobs_in.append((text, str(src), _contexts(target, rel, base, the_plan.v3_packages)))
+            jobs_in.append((text, str(src), _contexts(target, rel, base, the_plan)))
             slots.append((target, src, rel, None))
     results = _run(jobs_in, jobs)
     by_path = {path: (text, res) for (text, path, _), res in zip(jobs_in, results, strict=True)}

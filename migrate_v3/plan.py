@@ -8,6 +8,7 @@ the map of sibling V2 packages that have (or will have) a V3 variant.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ class Plan:
     errors: list[str]
     #: V2 package name → V3 package name (existing variants + this run's targets)
     v3_packages: dict[str, str]
+    #: dotted module of an EXISTING V3 variant a target imports → its top-level names
+    v3_exports: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -107,7 +110,59 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
     for target in targets:
         if target.is_package:
             v3_packages[target.name] = target.dest.name
-    return Plan(dependency_order(targets), errors, v3_packages)
+    run = {t.name for t in targets if t.is_package}
+    exports: dict[str, frozenset[str]] = {}
+    for target in targets:
+        for dep in sorted(target.depends_on - run):
+            variant = target.source.parent / f"{dep}{V3_SUFFIX}"
+            if dep in v3_packages and variant.is_dir():
+                exports.update(module_exports(variant))
+    return Plan(dependency_order(targets), errors, v3_packages, exports)
+
+
+def module_exports(package: Path) -> dict[str, frozenset[str]]:
+    """Dotted module → names it binds at top level, for every module of ``package``.
+
+    A module whose names can't be known statically (``from x import *``,
+    ``__getattr__``, unparsable) is left out: its imports are not checked.
+    """
+    out: dict[str, frozenset[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        names = _top_level_names(tree)
+        if names is not None:
+            out[".".join(parts)] = frozenset(names)
+    return out
+
+
+def _top_level_names(tree: ast.Module) -> set[str] | None:
+    names: set[str] = set()
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for field_name in ("body", "orelse", "handlers", "finalbody"):
+                for child in getattr(node, field_name, ()):
+                    stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    return names
 
 
 def dependency_order(targets: list[Target]) -> list[Target]:

@@ -199,3 +199,35 @@ def test_parallel_matches_serial(pkg: Path, tmp_path: Path) -> None:
     b = apply_paths([pkg], out=tmp_path / "b", jobs=2)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     assert [f.todos for f in a.files] == [f.todos for f in b.files]
+
+
+def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> None:
+    """Imports are only pointed at an existing ``_modulev3`` for names it defines."""
+    from migrate_v3.plan import module_exports, plan
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "__init__.py").write_text("")
+    (tmp_path / "base" / "layers.py").write_text("from max.nn import Linear\nclass Old: pass\n")
+    v3 = tmp_path / "base_modulev3"
+    (v3 / "sub").mkdir(parents=True)
+    (v3 / "__init__.py").write_text("from .layers import New\n")
+    (v3 / "layers.py").write_text("import os.path\nfrom x import y as z\nclass New: pass\nif True:\n    def f(): pass\nA: int = 1\n")
+    (v3 / "sub" / "__init__.py").write_text("from .m import *\n")  # unknowable: left out
+    (v3 / "sub" / "lazy.py").write_text("def __getattr__(name): ...\n")  # unknowable: left out
+    exports = module_exports(v3)
+    assert exports == {
+        "base_modulev3": frozenset({"New"}),
+        "base_modulev3.layers": frozenset({"os", "z", "New", "f", "A"}),
+    }
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text("from ..base.layers import Old\n")
+    the_plan = plan([user])
+    assert the_plan.v3_packages["base"] == "base_modulev3"
+    assert the_plan.v3_exports == exports
+    # an apply writes a V3 user package that keeps importing the V2 name, with a TODO
+    out = tmp_path / "out"
+    apply_paths([user], out=out, force=False, diff=False, jobs=1)
+    text = (out / "user_modulev3" / "model.py").read_text()
+    assert "from ..base.layers import Old" in text and "has no Old" in text
