@@ -112,10 +112,12 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
             v3_packages[target.name] = target.dest.name
     run = {t.name for t in targets if t.is_package}
     exports: dict[str, frozenset[str]] = {}
+    read: set[Path] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
             variant = target.source.parent / f"{dep}{V3_SUFFIX}"
-            if dep in v3_packages and variant.is_dir():
+            if dep in v3_packages and variant not in read and variant.is_dir():
+                read.add(variant)
                 exports.update(module_exports(variant))
     return Plan(dependency_order(targets), errors, v3_packages, exports)
 
