@@ -68,15 +68,25 @@ class Factory:
     keywords: frozenset[str] = frozenset()
 
 
-def spec_flipped(symbol: str) -> dict[str, str]:
-    spec = LAYERS.get(symbol)
-    return spec.flipped if spec else {}
-
-
 def _v3_of(spec: LayerSpec, v3_names: list[str]) -> list[tuple[str, str]]:
     """(V2 name, V3 name) pairs for V3 parameters (V2 name via the reverse rename)."""
     back = {v3: v2 for v2, v3 in spec.rename.items()}
     return [(back.get(v3, v3), v3) for v3 in v3_names]
+
+
+def _loop_index(node: cst.For | cst.CompFor) -> str | None:
+    """``i`` of ``for i in range(n)``: the index of the layer built in the loop."""
+    it = node.iter
+    if (
+        isinstance(node.target, cst.Name)
+        and isinstance(it, cst.Call)
+        and isinstance(it.func, cst.Name)
+        and it.func.value == "range"
+        and len(it.args) == 1
+        and it.args[0].keyword is None
+    ):
+        return node.target.value
+    return None
 
 
 class LayerConstructors(Codemod):
@@ -99,38 +109,24 @@ class LayerConstructors(Codemod):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.factories.append({})
 
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.factories.pop()
+        return updated
+
     # --- the loop a layer is built in (V2 passed ``layer_idx`` at call time) ---
 
-    def _loop_index(self, node: cst.For | cst.CompFor) -> str | None:
-        """``i`` of ``for i in range(n)``: the index of the layer built in the loop."""
-        it = node.iter
-        if (
-            isinstance(node.target, cst.Name)
-            and isinstance(it, cst.Call)
-            and isinstance(it.func, cst.Name)
-            and it.func.value == "range"
-            and len(it.args) == 1
-            and it.args[0].keyword is None
-        ):
-            return node.target.value
-        return None
-
     def visit_For(self, node: cst.For) -> None:
-        self.loops.append(self._loop_index(node))
+        self.loops.append(_loop_index(node))
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
         self.loops.pop()
         return updated
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
-        self.loops.append(self._loop_index(node.for_in) if node.for_in.inner_for_in is None else None)
+        self.loops.append(_loop_index(node.for_in) if node.for_in.inner_for_in is None else None)
 
     def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.ListComp:
         self.loops.pop()
-        return updated
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        self.factories.pop()
         return updated
 
     def visit_Param(self, node: cst.Param) -> None:
@@ -227,11 +223,16 @@ class LayerConstructors(Codemod):
             self.in_partial -= 1
         if not isinstance(new, cst.Call) or new is inner:
             return updated
-        flipped = [a.keyword.value for a in new.args if a.keyword is not None and a.keyword.value in spec_flipped(symbol)]
-        if any(source(a.value) != spec_flipped(symbol)[a.keyword.value] for a in new.args if a.keyword is not None and a.keyword.value in flipped):
+        flipped = LAYERS[symbol].flipped if symbol in LAYERS else {}
+        overridden = [
+            a.keyword.value
+            for a in new.args
+            if a.keyword is not None and a.keyword.value in flipped and source(a.value) != flipped[a.keyword.value]
+        ]
+        if overridden:
             self.todo(
                 "MV341",
-                f"partial({symbol}, {', '.join(flipped)}=...): a Callable[..., {symbol}] call site that migrate-v3 "
+                f"partial({symbol}, {', '.join(overridden)}=...): a Callable[..., {symbol}] call site that migrate-v3 "
                 "gave the V2 default explicitly overrides this; drop it there when this factory reaches it",
             )
         head = updated.args[0].with_changes(value=new.func)
