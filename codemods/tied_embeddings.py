@@ -59,19 +59,34 @@ def _embedding_weight(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _alias(stmt: cst.BaseStatement) -> tuple[str, str] | None:
-    """(head, embedding) of ``self.H.set_shared_weight("weight", self.E.weight)`` / ``self.H.weight = self.E.weight``."""
+def _shared_weight_call(stmt: cst.BaseStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(H, E) of a statement ``H.set_shared_weight("weight", E.weight)``."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None
     small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        call = small.value
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight" and len(call.args) == 2:
-            name, weight = call.args[0].value, call.args[1].value
-            head, emb = _self_attr(func.value), _embedding_weight(weight)
-            if isinstance(name, cst.SimpleString) and name.evaluated_value == "weight" and head and emb:
-                return head, emb
+    if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+        return None
+    call = small.value
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight" and len(call.args) == 2):
+        return None
+    name, weight = call.args[0].value, call.args[1].value
+    if not (isinstance(name, cst.SimpleString) and name.evaluated_value == "weight"):
+        return None
+    if not (isinstance(weight, cst.Attribute) and weight.attr.value == "weight"):
+        return None
+    return func.value, weight.value
+
+
+def _alias(stmt: cst.BaseStatement) -> tuple[str, str] | None:
+    """(head, embedding) of ``self.H.set_shared_weight("weight", self.E.weight)`` / ``self.H.weight = self.E.weight``."""
+    shared = _shared_weight_call(stmt)
+    if shared is not None:
+        head, emb = _self_attr(shared[0]), _self_attr(shared[1])
+        return (head, emb) if head and emb else None
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         target = small.targets[0].target
         if isinstance(target, cst.Attribute) and target.attr.value == "weight":
@@ -104,22 +119,9 @@ def _find_tie(init: cst.FunctionDef) -> _Tie | None:
 
 def _local_alias(stmt: cst.SimpleStatementLine) -> str | None:
     """``H`` of ``H.set_shared_weight("weight", E.weight)`` with local names H and E."""
-    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
-        return None
-    call = stmt.body[0].value
-    if not (isinstance(call, cst.Call) and len(call.args) == 2 and isinstance(call.func, cst.Attribute)):
-        return None
-    name, weight = call.args[0].value, call.args[1].value
-    if (
-        call.func.attr.value == "set_shared_weight"
-        and isinstance(call.func.value, cst.Name)
-        and isinstance(name, cst.SimpleString)
-        and name.evaluated_value == "weight"
-        and isinstance(weight, cst.Attribute)
-        and weight.attr.value == "weight"
-        and isinstance(weight.value, cst.Name)
-    ):
-        return call.func.value.value
+    shared = _shared_weight_call(stmt)
+    if shared is not None and isinstance(shared[0], cst.Name) and isinstance(shared[1], cst.Name):
+        return shared[0].value
     return None
 
 
