@@ -20,16 +20,6 @@ from codemods.resolve import module_name
 
 
 class Dependencies(Codemod):
-    """See the module docstring."""
-
-    def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
-        """Names ``node`` imports that an existing V3 variant's ``module`` does not define."""
-        exports = self.state.context.v3_exports.get(module)
-        if exports is None or isinstance(node.names, cst.ImportStar):
-            return []
-        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
-        return [n for n in names if n not in exports and f"{module}.{n}" not in self.state.context.v3_exports]
-
     PREFIX = "MV301"
     NEUTRAL_OK = True
 
@@ -47,10 +37,8 @@ class Dependencies(Codemod):
         prefix = ctx.architectures_package + "."
         if level == 0 and mod.startswith(prefix):
             parts = mod[len(prefix) :].split(".")
-            head = prefix
         elif level >= 2 and level == ctx.package_depth + 2:
             parts = mod.split(".")
-            head = ""
         else:
             return updated
         package = parts[0]
@@ -77,9 +65,15 @@ class Dependencies(Codemod):
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
-        if head:
-            # the variant found beside the sibling is the one to use, wherever
-            # max.pipelines.architectures resolves: import it relatively
-            dots = [cst.Dot()] * (ctx.package_depth + 2)
-            return updated.with_changes(module=cst.parse_expression(new), relative=dots)
-        return updated.with_changes(module=cst.parse_expression(new))
+        # the variant found beside the sibling is the one to use, wherever
+        # max.pipelines.architectures resolves: import it relatively
+        dots = [cst.Dot()] * (ctx.package_depth + 2)
+        return updated.with_changes(module=cst.parse_expression(new), relative=dots)
+
+    def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
+        """Names ``node`` imports that an existing V3 variant's ``module`` does not define."""
+        exports = self.state.context.v3_exports.get(module)
+        if exports is None or isinstance(node.names, cst.ImportStar):
+            return []
+        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
+        return [n for n in names if n not in exports and f"{module}.{n}" not in self.state.context.v3_exports]
