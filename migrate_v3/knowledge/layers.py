@@ -151,6 +151,21 @@ _MOE_DEFAULTS = {
     "is_sharding": "False",
 }
 
+def _rope(name: str, module: str, *, scaling: bool = False) -> LayerSpec:
+    """A rotary embedding: same class name and arguments in V2 and V3, plus V3's ``device``."""
+    extra = ("scaling_params",) if scaling else ()
+    return LayerSpec(
+        name,
+        module,
+        name,
+        (*_ROPE_PARAMS, *extra),
+        v3_params=(*_ROPE_V3, *extra),
+        unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
+        v2_defaults={"_freqs_cis": "None"},
+        fill=_ROPE_FILL,
+    )
+
+
 LAYERS: dict[str, LayerSpec] = {
     s.v2_name: s
     for s in [
@@ -298,46 +313,10 @@ LAYERS: dict[str, LayerSpec] = {
                 "is_sharding": "False",
             },
         ),
-        LayerSpec(
-            "RotaryEmbedding",
-            f"{CL}.rotary_embedding",
-            "RotaryEmbedding",
-            _ROPE_PARAMS,
-            v3_params=_ROPE_V3,
-            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
-            v2_defaults={"_freqs_cis": "None"},
-            fill=_ROPE_FILL,
-        ),
-        LayerSpec(
-            "YarnRotaryEmbedding",
-            f"{CL}.rotary_embedding",
-            "YarnRotaryEmbedding",
-            (*_ROPE_PARAMS, "scaling_params"),
-            v3_params=(*_ROPE_V3, "scaling_params"),
-            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
-            v2_defaults={"_freqs_cis": "None"},
-            fill=_ROPE_FILL,
-        ),
-        LayerSpec(
-            "Llama3RotaryEmbedding",
-            _LLAMA3_ROPE_PORT,
-            "Llama3RotaryEmbedding",
-            (*_ROPE_PARAMS, "scaling_params"),
-            v3_params=(*_ROPE_V3, "scaling_params"),
-            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
-            v2_defaults={"_freqs_cis": "None"},
-            fill=_ROPE_FILL,
-        ),
-        LayerSpec(
-            "LongRoPERotaryEmbedding",
-            _LLAMA3_ROPE_PORT,
-            "LongRoPERotaryEmbedding",
-            (*_ROPE_PARAMS, "scaling_params"),
-            v3_params=(*_ROPE_V3, "scaling_params"),
-            unsupported={"_freqs_cis": "_freqs_cis: V3 computes freqs_cis itself"},
-            v2_defaults={"_freqs_cis": "None"},
-            fill=_ROPE_FILL,
-        ),
+        _rope("RotaryEmbedding", f"{CL}.rotary_embedding"),
+        _rope("YarnRotaryEmbedding", f"{CL}.rotary_embedding", scaling=True),
+        _rope("Llama3RotaryEmbedding", _LLAMA3_ROPE_PORT, scaling=True),
+        _rope("LongRoPERotaryEmbedding", _LLAMA3_ROPE_PORT, scaling=True),
         LayerSpec(
             "MoEGate",
             f"{CL}.moe",
