@@ -18,10 +18,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from symtable import symtable
+from types import ModuleType
 from typing import NamedTuple
 
 from migrate_v3.findings import Finding, new_finding
 from migrate_v3.knowledge import symbols as K
+
+_speedups: ModuleType | None
+try:  # C versions of the text primitives below (setup.py builds them when it can)
+    from migrate_v3 import _speedups
+except ImportError:  # pragma: no cover - exercised where no C compiler was found
+    _speedups = None
 
 # --- lexical helpers -------------------------------------------------------------
 
@@ -152,6 +159,15 @@ def _find_single_triple(text: str, start: int = 0) -> int:
 
 
 def _triple_quoted(text: str) -> _Spans:
+    """The triple-quoted strings of ``text``, left to right."""
+    if _speedups is None:
+        return _triple_quoted_py(text)
+    spans = _Spans()
+    spans.starts, spans.ends = _speedups.triple_quoted(text)
+    return spans
+
+
+def _triple_quoted_py(text: str) -> _Spans:
     spans = _Spans()
     pos = 0
     double, single = text.find('"""'), _find_single_triple(text)
@@ -618,6 +634,23 @@ def _worth_scanning(target: str, nn_is_v3: bool) -> bool:
 
 
 _WORTH: tuple[dict[str, bool], dict[str, bool]] = ({}, {})
+#: Names the C ``uses`` can look for: made of the characters a word run is made of.
+_WORDY = re.compile(r"\w+")
+
+
+def _code_uses(text: str, names: tuple[str, ...], strings: _Spans, import_spans: _Spans) -> list[tuple[int, int]]:
+    """``_uses`` outside import statements, triple-quoted strings, one-line strings and comments."""
+    s_starts, s_ends = strings.starts, strings.ends
+    i_starts, i_ends = import_spans.starts, import_spans.ends
+    return [
+        (start, end)
+        for start, end in _uses(text, names)
+        if not (
+            _inside(i_starts, i_ends, start)
+            or _inside(s_starts, s_ends, start)
+            or _in_line_string_or_comment(text, start)
+        )
+    ]
 
 
 def _scan_uses(
@@ -640,17 +673,13 @@ def _scan_uses(
     if not names:
         return
     relevant = tuple(sorted(names))
-    s_starts, s_ends = strings.starts, strings.ends
-    i_starts, i_ends = import_spans.starts, import_spans.ends
+    if _speedups is not None and all(_WORDY.fullmatch(n) for n in relevant):
+        found = _speedups.uses(text, relevant, strings.starts, strings.ends, import_spans.starts, import_spans.ends)
+    else:
+        found = _code_uses(text, relevant, strings, import_spans)
     # One file uses the same few dotted names many times: resolve each once.
     seen: dict[str, tuple[Resolved, str]] = {}
-    for start, end in _uses(text, relevant):
-        if (
-            _inside(i_starts, i_ends, start)
-            or _inside(s_starts, s_ends, start)
-            or _in_line_string_or_comment(text, start)
-        ):
-            continue
+    for start, end in found:
         dotted = text[start:end]
         known = seen.get(dotted)
         if known is None:

@@ -1,0 +1,103 @@
+"""The C speed-ups (migrate_v3/_speedups.c) return what their Python twins in scan.py return.
+
+CI builds the module (the machines have a C compiler), so these tests do not
+skip when it is missing: they fail, because then ``check`` runs the slow path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from migrate_v3 import scan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _speedups():  # type: ignore[no-untyped-def]
+    if scan._speedups is None:
+        pytest.fail("migrate_v3._speedups is not built: `pip install -e .` builds it (needs a C compiler)")
+    return scan._speedups
+
+
+def test_built_from_the_current_source() -> None:
+    source = (ROOT / "migrate_v3" / "_speedups.c").read_bytes()
+    assert _speedups().SOURCE_SHA256 == hashlib.sha256(source).hexdigest(), (
+        "the built module is stale: run `pip install -e .` again"
+    )
+
+
+def _max_sources() -> Iterator[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("max")
+    assert spec is not None and spec.submodule_search_locations, "max is not installed"
+    for directory, _, names in os.walk(list(spec.submodule_search_locations)[0]):
+        for name in sorted(names):
+            if name.endswith((".py", ".pyi")):
+                yield (Path(directory) / name).read_bytes().decode("utf-8", "replace")
+
+
+@pytest.mark.needs_max
+def test_scan_of_the_whole_max_tree_is_the_same_with_and_without_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = list(_max_sources())
+    fast = [scan.scan_raw(text) for text in texts]
+    monkeypatch.setattr(scan, "_speedups", None)
+    slow = [scan.scan_raw(text) for text in texts]
+    assert len(texts) > 1000
+    assert sum(len(findings) for _, findings in fast) > 10000  # the comparison covers real findings
+    assert [i for i, (a, b) in enumerate(zip(fast, slow, strict=True)) if a != b] == []
+
+
+# Text made of what the primitives react to: quotes, comments, escapes, dots,
+# blanks, line ends, identifier characters (ASCII and not) and the names.
+NAMES = ("ops", "nn", "F", "Linear", "été", "x1")
+_PIECES = st.sampled_from(
+    ['"', "'", '"""', "'''", "#", "\\", ".", " ", "\t", "\n", "(", "_", "a", "1", "é", "µ", "中", "😀", "\x00"]
+    + list(NAMES)
+)
+TEXT = st.lists(_PIECES, max_size=60).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXT)
+def test_triple_quoted(text: str) -> None:
+    python = scan._triple_quoted_py(text)
+    assert _speedups().triple_quoted(text) == (python.starts, python.ends)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXT, st.data())
+def test_in_line_string_or_comment(text: str, data: st.DataObject) -> None:
+    pos = data.draw(st.integers(min_value=0, max_value=len(text)))
+    assert _speedups().in_line_string_or_comment(text, pos) == scan._in_line_string_or_comment(text, pos)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXT, st.lists(st.sampled_from(NAMES), unique=True), st.data())
+def test_uses(text: str, names: list[str], data: st.DataObject) -> None:
+    strings = scan._triple_quoted_py(text)
+    imports = scan._Spans()
+    # Import statements: any sorted, disjoint spans will do.
+    cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(text)), max_size=6, unique=True)))
+    for start, end in zip(cuts[::2], cuts[1::2], strict=False):
+        imports.add(start, end)
+    relevant = tuple(sorted(names))
+    expected = scan._code_uses(text, relevant, strings, imports)
+    got = _speedups().uses(text, relevant, strings.starts, strings.ends, imports.starts, imports.ends)
+    assert got == expected
+
+
+def test_uses_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        _speedups().uses("x", ("x",), [], [], [], None)
+    with pytest.raises(TypeError):
+        _speedups().uses("x", (1,), [], [], [], [])
+    with pytest.raises(IndexError):
+        _speedups().in_line_string_or_comment("x", 5)
