@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 typedef struct {
     int kind;
@@ -302,9 +303,174 @@ static PyObject *py_uses(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* Offset of the literal (ASCII) `lit` in text at or after `from`, or -1. */
+INLINE Py_ssize_t find_ascii(const int kind, const Text *t, Py_ssize_t from, const char *lit, Py_ssize_t n) {
+    if (kind == PyUnicode_1BYTE_KIND) {
+        if (from >= t->len)
+            return -1;
+        const char *base = (const char *)t->data;
+        const char *hit = memmem(base + from, (size_t)(t->len - from), lit, (size_t)n);
+        return hit == NULL ? -1 : hit - base;
+    }
+    for (Py_ssize_t i = from; i + n <= t->len; i++) {
+        if (AT(t, i) != (Py_UCS4)(unsigned char)lit[0])
+            continue;
+        Py_ssize_t k = 1;
+        while (k < n && AT(t, i + k) == (Py_UCS4)(unsigned char)lit[k])
+            k++;
+        if (k == n)
+            return i;
+    }
+    return -1;
+}
+
+INLINE int starts_with(const int kind, const Text *t, Py_ssize_t i, const char *lit, Py_ssize_t n) {
+    if (i + n > t->len)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (AT(t, i + k) != (Py_UCS4)(unsigned char)lit[k])
+            return 0;
+    return 1;
+}
+
+INLINE Py_ssize_t skip_blanks(const int kind, const Text *t, Py_ssize_t i) {
+    while (i < t->len && (AT(t, i) == ' ' || AT(t, i) == '\t'))
+        i++;
+    return i;
+}
+
+/* The end of `\([^)]*\)|(?:[^\n#;\\]|\\\n?)*` matched at i: an import's names. */
+INLINE Py_ssize_t import_body_end(const int kind, const Text *t, Py_ssize_t i) {
+    if (i < t->len && AT(t, i) == '(') {
+        Py_ssize_t close = i + 1;
+        while (close < t->len && AT(t, close) != ')')
+            close++;
+        if (close < t->len)
+            return close + 1;
+    }
+    while (i < t->len) {
+        Py_UCS4 c = AT(t, i);
+        if (c == '\\')
+            i += i + 1 < t->len && AT(t, i + 1) == '\n' ? 2 : 1;
+        else if (c == '\n' || c == '#' || c == ';')
+            break;
+        else
+            i++;
+    }
+    return i;
+}
+
+typedef struct {
+    Py_ssize_t end, module_start, module_end, body_start, body_end; /* module_start -1: `import x` */
+} ImportMatch;
+
+/* scan._IMPORT.match(text, i): 1 and *m filled when it matches. */
+INLINE int match_import(const int kind, const Text *t, Py_ssize_t i, ImportMatch *m) {
+    i = skip_blanks(kind, t, i);
+    if (starts_with(kind, t, i, "from", 4)) {
+        Py_ssize_t k = skip_blanks(kind, t, i + 4);
+        Py_ssize_t blanks = k - (i + 4);
+        if (blanks == 0)
+            return 0;
+        Py_ssize_t run = k;
+        while (run < t->len && (is_word(AT(t, run)) || AT(t, run) == '.'))
+            run++;
+        Py_ssize_t after = skip_blanks(kind, t, run);
+        Py_ssize_t body;
+        if (after > run && starts_with(kind, t, after, "import", 6) &&
+            (body = skip_blanks(kind, t, after + 6)) > after + 6) {
+            m->module_start = k;
+            m->module_end = run;
+        } else if (blanks >= 2 && starts_with(kind, t, k, "import", 6) &&
+                   (body = skip_blanks(kind, t, k + 6)) > k + 6) {
+            /* `from  import x`: the module is empty, one blank given back to [ \t]+ */
+            m->module_start = m->module_end = k - 1;
+        } else {
+            return 0;
+        }
+        m->body_start = body;
+        m->body_end = m->end = import_body_end(kind, t, body);
+        return 1;
+    }
+    Py_ssize_t body;
+    if (!starts_with(kind, t, i, "import", 6) || (body = skip_blanks(kind, t, i + 6)) == i + 6)
+        return 0;
+    m->module_start = m->module_end = -1;
+    m->body_start = body;
+    m->body_end = m->end = import_body_end(kind, t, body);
+    return 1;
+}
+
+/* Appends scan._import_statements' tuples to out; -1 on error. */
+INLINE int import_statements(const int kind, const Text *t, PyObject *text, const Offsets *s_starts,
+                             const Offsets *s_ends, PyObject *out) {
+    Py_ssize_t end = 0, cursor = 0;
+    for (Py_ssize_t pos = find_ascii(kind, t, 0, "import", 6); pos >= 0; pos = find_ascii(kind, t, pos + 6, "import", 6)) {
+        if (pos < end)
+            continue;
+        Py_ssize_t line_start = pos;
+        while (line_start > 0 && AT(t, line_start - 1) != '\n')
+            line_start--;
+        ImportMatch m;
+        if (!match_import(kind, t, line_start, &m) || m.end <= pos)
+            continue;
+        end = m.end;
+        int relevant;
+        if (m.module_start >= 0) {
+            relevant = m.module_end > m.module_start &&
+                       (AT(t, m.module_start) == '.' || starts_with(kind, t, m.module_start, "max", 3));
+        } else {
+            relevant = 0;
+            for (Py_ssize_t k = m.body_start; k + 3 <= m.body_end && !relevant; k++)
+                relevant = starts_with(kind, t, k, "max", 3);
+        }
+        if (!relevant || inside(s_starts, s_ends, &cursor, line_start))
+            continue;
+        PyObject *module = Py_None;
+        Py_INCREF(module);
+        if (m.module_start >= 0) {
+            Py_DECREF(module);
+            module = PyUnicode_Substring(text, m.module_start, m.module_end);
+        }
+        PyObject *body = module == NULL ? NULL : PyUnicode_Substring(text, m.body_start, m.body_end);
+        PyObject *item = body == NULL ? NULL : Py_BuildValue("(nnOOn)", line_start, m.end, module, body, m.body_start);
+        Py_XDECREF(module);
+        Py_XDECREF(body);
+        int status = item == NULL ? -1 : PyList_Append(out, item);
+        Py_XDECREF(item);
+        if (status < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* scan._import_statements: (line start, end, module or None, names, names offset) of each
+ * import statement that can bind a max or relative name, outside triple-quoted strings. */
+static PyObject *py_import_statements(PyObject *self, PyObject *args) {
+    PyObject *obj, *lists[2];
+    if (!PyArg_ParseTuple(args, "UO!O!:import_statements", &obj, &PyList_Type, &lists[0], &PyList_Type, &lists[1]))
+        return NULL;
+    Text t;
+    if (text_of(obj, &t) < 0)
+        return NULL;
+    Offsets s_starts = {0}, s_ends = {0};
+    PyObject *out = NULL;
+    if (offsets_of(lists[0], &s_starts) == 0 && offsets_of(lists[1], &s_ends) == 0 && (out = PyList_New(0)) != NULL) {
+        int status = 0;
+        BY_KIND(t.kind, status = import_statements(kind, &t, obj, &s_starts, &s_ends, out));
+        if (status < 0)
+            Py_CLEAR(out);
+    }
+    PyMem_Free(s_starts.at);
+    PyMem_Free(s_ends.at);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"triple_quoted", py_triple_quoted, METH_O, "(starts, ends) of the triple-quoted strings of a source."},
     {"uses", py_uses, METH_VARARGS, "(start, end) of the dotted uses of names outside strings, comments and imports."},
+    {"import_statements", py_import_statements, METH_VARARGS,
+     "The import statements of a source that can bind max or relative names."},
     {"in_line_string_or_comment", py_in_line_string_or_comment, METH_VARARGS,
      "Whether an offset sits in a one-line string or a comment of its line."},
     {NULL, NULL, 0, NULL},

@@ -32,9 +32,10 @@ except ImportError:  # pragma: no cover - exercised where no C compiler was foun
 
 # --- lexical helpers -------------------------------------------------------------
 
+#: An import statement at a line start; its names run on over backslash-newlines.
 _IMPORT = re.compile(
-    r"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*(?:\\\n[^\n#;]*)*)"
-    r"|import[ \t]+([^\n#;]*(?:\\\n[^\n#;]*)*))",
+    r"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|(?:[^\n#;\\]|\\\n?)*)"
+    r"|import[ \t]+((?:[^\n#;\\]|\\\n?)*))",
 )
 _CALL = re.compile(r"[ \t]*\(")
 #: Rules about constructor calls: other uses of those names follow their import.
@@ -122,6 +123,36 @@ def _line_statements(text: str, keyword: str, pattern: re.Pattern[str]) -> Itera
         if m is not None and m.end() > pos:
             end = m.end()
             yield m
+
+
+def _import_statements(text: str, strings: _Spans) -> list[tuple[int, int, str | None, str, int]]:
+    """(line start, end, module or None, names, offset of names) of each import statement that
+    can bind a max or relative name (``from module import names``, ``import names``), outside
+    triple-quoted strings.
+
+    Only lines that hold "import" are matched, each at its line start, so a
+    statement is never inside a one-line string or a comment.
+    """
+    out: list[tuple[int, int, str | None, str, int]] = []
+    find, rfind, match = text.find, text.rfind, _IMPORT.match
+    s_starts, s_ends = strings.starts, strings.ends
+    end = 0
+    pos = find("import")
+    while pos >= 0:
+        if pos >= end:
+            line_start = rfind("\n", 0, pos) + 1
+            m = match(text, line_start)
+            if m is not None and m.end() > pos:
+                end = m.end()
+                module, plain = m.group(1, 3)
+                if module is not None:
+                    group = 2 if module.startswith(("max", ".")) else 0
+                else:
+                    group = 3 if "max" in plain else 0
+                if group and not _inside(s_starts, s_ends, line_start):
+                    out.append((line_start, end, module, m.group(group), m.start(group)))
+        pos = find("import", pos + 6)
+    return out
 
 
 class _Spans:
@@ -457,31 +488,16 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     s_starts, s_ends = strings.starts, strings.ends
     imports: list[tuple[str, str, int, bool]] = []  # Import fields
     import_spans = _Spans()
-    # _line_statements(text, "import", _IMPORT), inlined: the statements on
-    # lines that hold "import", each matched at its line start. The match
-    # starts its line, so it is never inside a one-line string or comment.
-    find, rfind, match = text.find, text.rfind, _IMPORT.match
-    end = 0
-    pos = find("import")
-    while pos >= 0:
-        if pos >= end:
-            line_start = rfind("\n", 0, pos) + 1
-            m = match(text, line_start)
-            if m is not None and m.end() > pos:
-                end = m.end()
-                module, plain = m.group(1, 3)
-                if module is not None:
-                    # only max and relative imports can bind V2 names
-                    group = 2 if module.startswith(("max", ".")) else 0
-                else:
-                    group = 3 if "max" in plain else 0
-                if group and not _inside(s_starts, s_ends, line_start):
-                    base = m.start(group)
-                    for local, target, off, star in _import_parts(module, m.group(group)):
-                        imports.append((local, target, base + off, star))
-                    import_spans.starts.append(line_start)
-                    import_spans.ends.append(end)
-        pos = find("import", pos + 6)
+    if _speedups is not None:
+        statements = _speedups.import_statements(text, s_starts, s_ends)
+    else:
+        statements = _import_statements(text, strings)
+    for line_start, end, module, body, base in statements:
+        for local, target, off, star in _import_parts(module, body):
+            imports.append((local, target, base + off, star))
+        import_spans.starts.append(line_start)
+        import_spans.ends.append(end)
+    find, rfind = text.find, text.rfind
     position = _Positions(text)
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
 

@@ -101,3 +101,38 @@ def test_uses_rejects_bad_arguments() -> None:
         _speedups().uses("x", (1,), [], [], [], [])
     with pytest.raises(IndexError):
         _speedups().in_line_string_or_comment("x", 5)
+
+
+# Import statements, well formed or not: keywords, module paths, parentheses,
+# continuations, comments and separators in any order.
+IMPORT_TEXT = st.lists(
+    st.sampled_from(
+        ["from", "import", " ", "  ", "\t", ".", "max", "nn", "x", "é", "(", ")", ",", "as", "\\", "\n", "#", ";", '"""', "'"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(IMPORT_TEXT)
+def test_import_statements(text: str) -> None:
+    strings = scan._triple_quoted_py(text)
+    expected = scan._import_statements(text, strings)
+    assert _speedups().import_statements(text, strings.starts, strings.ends) == expected
+
+
+def test_import_statements_edge_cases() -> None:
+    """The regex's own corner cases, each checked against the Python twin and pinned."""
+    cases = {
+        "from  import x": [],  # an empty module: not max, not relative
+        "from .  import (a,\n b)\n": [(0, 22, ".", "(a,\n b)", 15)],
+        "import a, \\\n  max.nn\n": [(0, 20, None, "a, \\\n  max.nn", 7)],
+        "from max import a;b": [(0, 17, "max", "a", 16)],
+        "  from max.nn import Linear # c": [(0, 28, "max.nn", "Linear ", 21)],
+        "from max import (a\n": [(0, 18, "max", "(a", 16)],
+        '"""\nimport max\n"""\nimport max.nn\n': [(18, 31, None, "max.nn", 25)],  # the first is a docstring
+    }
+    for text, expected in cases.items():
+        strings = scan._triple_quoted_py(text)
+        assert scan._import_statements(text, strings) == expected, text
+        assert _speedups().import_statements(text, strings.starts, strings.ends) == expected, text
