@@ -339,9 +339,10 @@ INLINE Py_ssize_t skip_blanks(const int kind, const Text *t, Py_ssize_t i) {
     return i;
 }
 
-/* The end of `\([^)]*\)|(?:[^\n#;\\]|\\\n?)*` matched at i: an import's names. */
-INLINE Py_ssize_t import_body_end(const int kind, const Text *t, Py_ssize_t i) {
-    if (i < t->len && AT(t, i) == '(') {
+/* The end of an import's names matched at i: `(?:[^\n#;\\]|\\\n?)*`, after `from`
+ * also `\([^)]*\)` (tried first). */
+INLINE Py_ssize_t import_body_end(const int kind, const Text *t, Py_ssize_t i, int parens) {
+    if (parens && i < t->len && AT(t, i) == '(') {
         Py_ssize_t close = i + 1;
         while (close < t->len && AT(t, close) != ')')
             close++;
@@ -389,7 +390,7 @@ INLINE int match_import(const int kind, const Text *t, Py_ssize_t i, ImportMatch
             return 0;
         }
         m->body_start = body;
-        m->body_end = m->end = import_body_end(kind, t, body);
+        m->body_end = m->end = import_body_end(kind, t, body, 1);
         return 1;
     }
     Py_ssize_t body;
@@ -397,7 +398,7 @@ INLINE int match_import(const int kind, const Text *t, Py_ssize_t i, ImportMatch
         return 0;
     m->module_start = m->module_end = -1;
     m->body_start = body;
-    m->body_end = m->end = import_body_end(kind, t, body);
+    m->body_end = m->end = import_body_end(kind, t, body, 0);
     return 1;
 }
 

@@ -130,7 +130,8 @@ def test_import_statements_edge_cases() -> None:
         "from max import a;b": [(0, 17, "max", "a", 16)],
         "  from max.nn import Linear # c": [(0, 28, "max.nn", "Linear ", 21)],
         "from max import (a\n": [(0, 18, "max", "(a", 16)],
-        '"""\nimport max\n"""\nimport max.nn\n': [(18, 31, None, "max.nn", 25)],  # the first is a docstring
+        "import (max\n)": [(0, 11, None, "(max", 7)],  # parentheses only after `from`
+        '"""\nimport max\n"""\nimport max.nn\n': [(19, 32, None, "max.nn", 26)],  # the first is a docstring
     }
     for text, expected in cases.items():
         strings = scan._triple_quoted_py(text)
