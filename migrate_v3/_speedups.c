@@ -467,11 +467,147 @@ static PyObject *py_import_statements(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* One word of an import part: [start, end) in the names. */
+typedef struct {
+    Py_ssize_t start, end;
+} Word;
+
+INLINE int is_blank_in_part(const int kind, const Text *t, Py_ssize_t i) {
+    Py_UCS4 c = AT(t, i);
+    return c == '\\' || Py_UNICODE_ISSPACE(c);
+}
+
+static int equals_ascii(PyObject *text, Py_ssize_t start, Py_ssize_t end, const char *lit) {
+    Py_ssize_t n = (Py_ssize_t)strlen(lit);
+    if (end - start != n)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PyUnicode_READ_CHAR(text, start + k) != (Py_UCS4)(unsigned char)lit[k])
+            return 0;
+    return 1;
+}
+
+/* Appends the binding of one part (its words, a comment already blanked) to out; -1 on error. */
+static int import_part(PyObject *body, PyObject *module, const Word *words, int count, Py_ssize_t off, PyObject *out) {
+    PyObject *local = NULL, *target = NULL, *item = NULL;
+    int star = 0;
+    int aliased = count == 3 && equals_ascii(body, words[1].start, words[1].end, "as");
+    if (module == Py_None) {
+        if (aliased) {
+            local = PyUnicode_Substring(body, words[2].start, words[2].end);
+            target = PyUnicode_Substring(body, words[0].start, words[0].end);
+        } else {
+            Py_ssize_t end = words[0].start;
+            while (end < words[0].end && PyUnicode_READ_CHAR(body, end) != '.')
+                end++;
+            local = PyUnicode_Substring(body, words[0].start, end);
+            target = local;
+            Py_XINCREF(target);
+        }
+    } else if (equals_ascii(body, words[0].start, words[0].end, "*")) {
+        local = PyUnicode_FromString("*");
+        target = module;
+        Py_INCREF(target);
+        star = 1;
+    } else {
+        Word name = aliased ? words[2] : words[0];
+        local = PyUnicode_Substring(body, name.start, name.end);
+        Py_ssize_t size = PyUnicode_GET_LENGTH(module);
+        int dotted = size > 0 && PyUnicode_READ_CHAR(module, size - 1) == '.';
+        PyObject *first = PyUnicode_Substring(body, words[0].start, words[0].end);
+        if (first != NULL)
+            target = PyUnicode_FromFormat(dotted ? "%U%U" : "%U.%U", module, first);
+        Py_XDECREF(first);
+    }
+    if (local != NULL && target != NULL)
+        item = Py_BuildValue("(OOnO)", local, target, off, star ? Py_True : Py_False);
+    Py_XDECREF(local);
+    Py_XDECREF(target);
+    int status = item == NULL ? -1 : PyList_Append(out, item);
+    Py_XDECREF(item);
+    return status;
+}
+
+INLINE int import_parts(const int kind, const Text *t, PyObject *body, PyObject *module, PyObject *out) {
+    Py_ssize_t i = 0;
+    int in_comment = 0;
+    while (i < t->len) {
+        /* A part: a run of characters other than ",()"; a comment (to the line end) is blanks. */
+        Py_UCS4 c = AT(t, i);
+        if (!in_comment && (c == ',' || c == '(' || c == ')')) {
+            i++;
+            continue;
+        }
+        Py_ssize_t off = -1;
+        Word words[4];
+        int count = 0, in_word = 0;
+        for (; i < t->len; i++) {
+            c = AT(t, i);
+            if (in_comment && c == '\n')
+                in_comment = 0;
+            else if (!in_comment && c == '#')
+                in_comment = 1;
+            if (!in_comment && (c == ',' || c == '(' || c == ')'))
+                break;
+            int blank = in_comment || is_blank_in_part(kind, t, i);
+            if (off < 0 && !in_comment && !Py_UNICODE_ISSPACE(c))
+                off = i; /* str.lstrip() of the part, its comment blanked */
+            if (!blank && !in_word) {
+                if (count < 4)
+                    words[count].start = i;
+                in_word = 1;
+            } else if (blank && in_word) {
+                if (count < 4)
+                    words[count].end = i;
+                count++;
+                in_word = 0;
+            }
+        }
+        if (in_word) {
+            if (count < 4)
+                words[count].end = i;
+            count++;
+        }
+        if (count == 0)
+            continue;
+        if (import_part(body, module, words, count, off < 0 ? i : off, out) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* scan._import_parts_py: (local, target, offset in names, star) per name the import binds. */
+static PyObject *py_import_parts(PyObject *self, PyObject *args) {
+    PyObject *module, *body;
+    if (!PyArg_ParseTuple(args, "OU:import_parts", &module, &body))
+        return NULL;
+    if (module != Py_None && (!PyUnicode_Check(module) || PyUnicode_READY(module) < 0)) {
+        PyErr_SetString(PyExc_TypeError, "module must be a str or None");
+        return NULL;
+    }
+    Text t;
+    if (text_of(body, &t) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    int status = 0;
+    BY_KIND(t.kind, status = import_parts(kind, &t, body, module, out));
+    if (status < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *tuple = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tuple;
+}
+
 static PyMethodDef methods[] = {
     {"triple_quoted", py_triple_quoted, METH_O, "(starts, ends) of the triple-quoted strings of a source."},
     {"uses", py_uses, METH_VARARGS, "(start, end) of the dotted uses of names outside strings, comments and imports."},
     {"import_statements", py_import_statements, METH_VARARGS,
      "The import statements of a source that can bind max or relative names."},
+    {"import_parts", py_import_parts, METH_VARARGS, "What one import statement's names bind."},
     {"in_line_string_or_comment", py_in_line_string_or_comment, METH_VARARGS,
      "Whether an offset sits in a one-line string or a comment of its line."},
     {NULL, NULL, 0, NULL},

@@ -249,19 +249,9 @@ def _in_line_string_or_comment(text: str, pos: int) -> bool:
 # --- imports ------------------------------------------------------------------------
 
 
-class Import(NamedTuple):
-    """One name an import statement binds."""
-
-    local: str
-    target: str  # qualified name; relative ones keep their leading dots
-    pos: int
-    star: bool = False
-
-
-@lru_cache(maxsize=16384)
-def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, bool], ...]:
+def _import_parts_py(module: str | None, body: str) -> tuple[tuple[str, str, int, bool], ...]:
     """(local, target, offset in ``body``, star) per name that ``from module import body``
-    (``import body`` when module is None) binds. Import lines repeat across files: cached."""
+    (``import body`` when module is None) binds."""
     out: list[tuple[str, str, int, bool]] = []
     if "#" in body:
         body = _COMMENT.sub(lambda c: " " * len(c.group()), body)
@@ -284,6 +274,14 @@ def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, b
             local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
             out.append((local, f"{module}{sep}{words[0]}", off, False))
     return tuple(out)
+
+
+@lru_cache(maxsize=16384)
+def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, bool], ...]:
+    """``_import_parts_py``, in C when built. Import lines repeat across files: cached."""
+    if _speedups is not None:
+        return _speedups.import_parts(module, body)
+    return _import_parts_py(module, body)
 
 
 # --- symbol lookup --------------------------------------------------------------------
@@ -486,7 +484,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         return result, findings
     strings = _triple_quoted(text)
     s_starts, s_ends = strings.starts, strings.ends
-    imports: list[tuple[str, str, int, bool]] = []  # Import fields
+    imports: list[tuple[str, str, int, bool]] = []  # (local name, qualified target, offset, star)
     import_spans = _Spans()
     if _speedups is not None:
         statements = _speedups.import_statements(text, s_starts, s_ends)
@@ -506,12 +504,16 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in imports
     )
     aliases: dict[str, str] = {}
+    effects = _EFFECTS[nn_is_v3]
     for local, target, at, star in imports:
         if target.startswith("."):
             line, col = position(at)
             result.relative_imports.append((target, line, col))
             continue
-        if _under(target, K.ARCHITECTURES):
+        effect = effects.get(target)
+        if effect is None:
+            effect = effects[target] = _import_effect(target, nn_is_v3)
+        if effect.architecture:
             line, col = position(at)
             result.absolute_arch_imports.append((target, line, col))
         if star:
@@ -524,7 +526,18 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 raw.append((at, "MV302", f"from {target} import *: import the names you use"))
             continue
         aliases[local] = target
-        _note_import(result, Import(local, target, at, star), nn_is_v3, raw)
+        if effect.v3:
+            result.v3 = True
+        if effect.release is not None:
+            result.release = _older(result.release, effect.release)
+        if effect.mv311 is not None:
+            raw.append((at, "MV311", effect.mv311))
+        if effect.v2:
+            result.v2 = True
+        elif effect.interop:
+            result.interop = True
+        if effect.mv310 is not None:
+            raw.append((at, "MV310", f"import {local}: {effect.mv310}"))
 
     _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
     if result.v2:
@@ -572,25 +585,41 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     return result, findings
 
 
-def _note_import(result: Scan, imp: Import, nn_is_v3: bool, raw: list[tuple[int, str, str]]) -> None:
-    resolved = _resolve(imp.target, nn_is_v3)
+class _ImportEffect(NamedTuple):
+    """What importing one qualified name does to a file's scan (the same wherever it is imported)."""
+
+    architecture: bool  # a max.pipelines.architectures module: maybe another package's code
+    v2: bool
+    v3: bool
+    interop: bool
+    release: str | None  # the release whose API it belongs to, when it tells
+    mv311: str | None  # an old-namespace finding's message
+    mv310: str | None  # an import finding's message, after "import <local name>: "
+
+
+#: ``_import_effect`` results by nn_is_v3.
+_EFFECTS: tuple[dict[str, _ImportEffect], dict[str, _ImportEffect]] = ({}, {})
+
+
+def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
+    resolved = _resolve(target, nn_is_v3)
+    release: str | None = None
+    mv311 = mv310 = None
     if resolved.kind == "v3":
-        result.v3 = True
-        release = _release_of(imp.target) or ("26.1" if nn_is_v3 else None)
-        result.release = _older(result.release, release)
+        release = _release_of(target) or ("26.1" if nn_is_v3 else None)
         if release in {"25.6/25.7", "26.1"}:
-            raw.append((imp.pos, "MV311", f"{imp.target}: the max 26.7 home is max.experimental"))
-    elif _under(imp.target, K.V2_LEGACY_NAMESPACE):
-        result.release = _older(result.release, "26.1")
-        raw.append((imp.pos, "MV311", f"{imp.target}: max.nn.legacy is the 26.1 home of the V2 API"))
-    if resolved.kind == "v2":
-        result.v2 = True
-        if resolved.code in {"MV320", "MV330", "MV340", "MV350", "MV351", "MV360"}:
-            raw.append((imp.pos, "MV310", f"import {imp.local}: {resolved.message}"))
-    elif resolved.kind == "interop":
-        result.interop = True
-        if resolved.code in {"MV330", "MV370"}:
-            raw.append((imp.pos, "MV310", f"import {imp.local}: {resolved.message}"))
+            mv311 = f"{target}: the max 26.7 home is max.experimental"
+    elif _under(target, K.V2_LEGACY_NAMESPACE):
+        release = "26.1"
+        mv311 = f"{target}: max.nn.legacy is the 26.1 home of the V2 API"
+    if resolved.kind == "v2" and resolved.code in {"MV320", "MV330", "MV340", "MV350", "MV351", "MV360"}:
+        mv310 = resolved.message
+    elif resolved.kind == "interop" and resolved.code in {"MV330", "MV370"}:
+        mv310 = resolved.message
+    return _ImportEffect(
+        _under(target, K.ARCHITECTURES), resolved.kind == "v2", resolved.kind == "v3",
+        resolved.kind == "interop", release, mv311, mv310,
+    )
 
 
 def _older(current: str | None, new: str | None) -> str | None:

@@ -49,7 +49,9 @@ def test_scan_of_the_whole_max_tree_is_the_same_with_and_without_speedups(monkey
     texts = list(_max_sources())
     fast = [scan.scan_raw(text) for text in texts]
     monkeypatch.setattr(scan, "_speedups", None)
+    scan._import_parts.cache_clear()  # it holds what the C version returned
     slow = [scan.scan_raw(text) for text in texts]
+    scan._import_parts.cache_clear()
     assert len(texts) > 1000
     assert sum(len(findings) for _, findings in fast) > 10000  # the comparison covers real findings
     assert [i for i, (a, b) in enumerate(zip(fast, slow, strict=True)) if a != b] == []
@@ -137,3 +139,12 @@ def test_import_statements_edge_cases() -> None:
         strings = scan._triple_quoted_py(text)
         assert scan._import_statements(text, strings) == expected, text
         assert _speedups().import_statements(text, strings.starts, strings.ends) == expected, text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.one_of(st.none(), st.sampled_from(["max", "max.nn", ".", "..x", "", "é."])),
+    st.lists(st.sampled_from([" ", "\t", "\n", "\\", ",", "(", ")", "#", "as", "x", "max.nn", "*", "é", "\u3000", "y.z"]), max_size=25).map("".join),
+)
+def test_import_parts(module: str | None, body: str) -> None:
+    assert _speedups().import_parts(module, body) == scan._import_parts_py(module, body)
