@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from migrate_v3.classify import (
     Classified,
@@ -46,17 +47,25 @@ class CheckReport:
         return counts
 
 
-def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> Packed:
+#: A file's dependency candidates: (package, target file, line, col) per import of
+#: its that resolves into another architecture package.
+Candidates = list[tuple[str, str, int, int]]
+
+
+def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[Packed, Candidates]:
+    """A file's packed result and its dependency candidates (which depend on other
+    files, so they are never cached with the result)."""
     if data is None:
         try:
             with open(name, "rb") as f:  # not Path(name).read_bytes(): a Path costs more than the read
                 data = f.read()
         except OSError as exc:
-            return ("error", None, exc.strerror or str(exc), [], [], [])
-    return classify_bytes(data, name, check_syntax=check_syntax, packed=True)
+            return ("error", None, exc.strerror or str(exc), [], [], []), []
+    packed = classify_bytes(data, name, check_syntax=check_syntax, packed=True)
+    return packed, dependency_candidates(name, packed[4], packed[5])
 
 
-def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[Packed]:
+def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[tuple[Packed, Candidates]]:
     """Worker entry point for spawned workers (the bytes travel through a pipe)."""
     return [_classify_one(name, data, check_syntax) for name, data in items]
 
@@ -66,15 +75,17 @@ def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -
 _SHARED: list[tuple[str, bytes | None]] = []
 
 
-def _classify_shared(indices: range, check_syntax: bool) -> list[Packed]:
+def _classify_shared(indices: range, check_syntax: bool) -> list[tuple[Packed, Candidates]]:
     shared = _SHARED
     return [_classify_one(shared[i][0], shared[i][1], check_syntax) for i in indices]
 
 
 def _classify_todo(
-    todo: list[tuple[str, bytes | None]], settings: Settings, consume: Callable[[int, Packed], None]
+    todo: list[tuple[str, bytes | None]], settings: Settings,
+    consume: Callable[[int, tuple[Packed, Candidates]], None],
 ) -> None:
-    """``consume(i, packed result of todo[i])`` for every file, in ``settings.jobs`` processes when worth it.
+    """``consume(i, (packed result, dependency candidates) of todo[i])`` for every file, in
+    ``settings.jobs`` processes when worth it.
 
     Files not read yet (``None``) are read by the process that classifies them.
     Results arrive pile by pile, this process's own first, so the caller
@@ -90,7 +101,7 @@ def _classify_todo(
     # Interleaved piles: neighbouring files (same package, same kind of code) split evenly.
     ranges = [range(k, len(todo), piles) for k in range(piles)]
 
-    def take(pile: int, answer: list[Packed]) -> None:
+    def take(pile: int, answer: list[tuple[Packed, Candidates]]) -> None:
         for index, result in zip(ranges[pile], answer, strict=True):
             consume(index, result)
 
@@ -114,8 +125,8 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
     if not settings.cache:
         todo: list[tuple[str, bytes | None]] = [(str(path), None) for path in files]
 
-        def keep(index: int, packed: Packed) -> None:
-            out[todo[index][0]] = unpack(todo[index][0], packed)
+        def keep(index: int, answer: tuple[Packed, Candidates]) -> None:
+            out[todo[index][0]] = unpack(todo[index][0], *answer)
 
         _classify_todo(todo, settings, keep)
         return {name: out[name] for name, _ in todo}  # in discovery order, as before
@@ -140,10 +151,10 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
             out[name] = unpack(name, hit)
         else:
             todo.append((name, data))
-    def keep_and_cache(index: int, packed: Packed) -> None:
+    def keep_and_cache(index: int, answer: tuple[Packed, Candidates]) -> None:
         name = todo[index][0]
-        out[name] = unpack(name, packed)
-        cache.put(name, keys[name], packed)
+        out[name] = unpack(name, *answer)
+        cache.put(name, keys[name], answer[0])
 
     _classify_todo(todo, settings, keep_and_cache)
     cache.save()
@@ -231,6 +242,7 @@ def _other_package(directory: str, target: str) -> str | None:
     return _name(theirs)
 
 
+@lru_cache(maxsize=16384)
 def _resolve_relative(directory: str, target: str) -> tuple[str, str] | None:
     level = len(target) - len(target.lstrip("."))
     parts = tuple(p for p in target[level:].split(".") if p)
@@ -269,6 +281,7 @@ def _architectures_dir(directory: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=16384)
 def _resolve_absolute(directory: str, target: str) -> tuple[str, str] | None:
     parts = tuple(target.split(".")[3:])
     if not parts:
@@ -287,12 +300,32 @@ def resolve_absolute(file: Path, target: str) -> tuple[str, Path] | None:
     return None if found is None else (found[0], Path(found[1]))
 
 
+def dependency_candidates(
+    name: str, relative: Sequence[Sequence[Any]], absolute: Sequence[Sequence[Any]]
+) -> Candidates:
+    """(package, target file, line, col) for each import of file ``name`` (its relative
+    and absolute architecture imports) that resolves into another architecture package."""
+    if not relative and not absolute:
+        return []
+    directory = _parent(name)
+    out: Candidates = []
+    # resolve_relative needs two leading dots (one is the file's own package).
+    for target, line, col in relative:
+        if target.startswith(".."):
+            found = _resolve_relative(directory, target)
+            if found is not None:
+                out.append((found[0], found[1], line, col))
+    for target, line, col in absolute:
+        found = _resolve_absolute(directory, target)
+        if found is not None:
+            out.append((found[0], found[1], line, col))
+    return out
+
+
 def link_dependencies(classified: dict[str, Classified], settings: Settings) -> None:
     """Mark files that import another package's V2 (or mixed) module."""
     extra: dict[str, str] = {}
     intrinsic = {name: c.result.kind for name, c in classified.items()}
-    # What an import resolves to depends on the importing file's directory only.
-    resolved_in: dict[tuple[str, str, bool], tuple[str, str] | None] = {}
 
     def kind(name: str) -> str:
         """A target's kind from its own content (dependencies do not propagate)."""
@@ -302,24 +335,12 @@ def link_dependencies(classified: dict[str, Classified], settings: Settings) -> 
             extra[name] = classify_file(Path(name), check_syntax=False).result.kind
         return extra[name]
 
-    def resolve(name: str, target: str, relative: bool) -> tuple[str, str] | None:
-        key = (_parent(name), target, relative)
-        if key not in resolved_in:
-            resolved_in[key] = (_resolve_relative if relative else _resolve_absolute)(key[0], target)
-        return resolved_in[key]
-
     for name, c in classified.items():
-        # resolve_relative needs two leading dots (one is the file's own package).
-        rel = [(t, line, col) for t, line, col in c.relative_imports if t.startswith("..")]
-        if not rel and not c.absolute_arch_imports:
-            continue
-        candidates = [(resolve(name, t, True), line, col) for t, line, col in rel]
-        candidates += [(resolve(name, t, False), line, col) for t, line, col in c.absolute_arch_imports]
+        candidates = c.dependencies
+        if candidates is None:  # a cached result: resolve here
+            candidates = dependency_candidates(name, c.relative_imports, c.absolute_arch_imports)
         added = False
-        for resolved, line, col in candidates:
-            if resolved is None:
-                continue
-            package, target = resolved
+        for package, target, line, col in candidates:
             # a *_modulev3 package's leftover V2 sites are findings in its own files
             if kind(target) in {"v2", "mixed"} and not package.endswith("_modulev3"):
                 if package not in c.result.depends_on:

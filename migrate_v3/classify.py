@@ -88,6 +88,9 @@ class Classified:
     result: FileResult
     relative_imports: list[tuple[str, int, int]] = field(default_factory=list)
     absolute_arch_imports: list[tuple[str, int, int]] = field(default_factory=list)
+    #: (package, target file, line, col) of the imports into other architecture
+    #: packages, when the worker already resolved them (check.dependency_candidates).
+    dependencies: list[tuple[str, str, int, int]] | None = None
 
 
 #: What ``check`` ships between processes and caches for one file:
@@ -125,11 +128,14 @@ def _classify(data: bytes, path: str, check_syntax: bool) -> Packed:
     return (kind_of(scan), scan.release, None, findings, scan.relative_imports, scan.absolute_arch_imports)
 
 
-def unpack(path: str, packed: Sequence[Any]) -> Classified:
+def unpack(
+    path: str, packed: Sequence[Any], dependencies: Sequence[Sequence[Any]] | None = None
+) -> Classified:
     """``Packed`` data (from a worker or the cache) -> the Classified it stands for."""
     kind, release, error, findings, rel, absolute = packed
     result = FileResult(path, kind, release, [new_finding(*f) for f in findings], error=error)
-    return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute])
+    resolved = None if dependencies is None else [tuple(x) for x in dependencies]
+    return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute], resolved)
 
 
 def classify_file(path: Path, *, check_syntax: bool = True) -> Classified:
