@@ -602,12 +602,151 @@ static PyObject *py_import_parts(PyObject *self, PyObject *args) {
     return tuple;
 }
 
+/* Appends, per needle, its offsets (as repeated str.find from the end of the last one
+ * finds them) to lists[k]; -1 on error. Needles are non-empty; one pass over the text. */
+INLINE int find_all(const int kind, const Text *t, PyObject *needles, PyObject *lists) {
+    Py_ssize_t count = PyTuple_GET_SIZE(needles);
+    Py_ssize_t next[64];
+    unsigned char first[256] = {0};
+    for (Py_ssize_t k = 0; k < count; k++) {
+        next[k] = 0;
+        Py_UCS4 head = PyUnicode_READ_CHAR(PyTuple_GET_ITEM(needles, k), 0);
+        if (head < 256)
+            first[head] = 1;
+        else
+            memset(first, 1, sizeof first);
+    }
+    for (Py_ssize_t i = 0; i < t->len; i++) {
+        Py_UCS4 c = AT(t, i);
+        if (c < 256 && !first[c])
+            continue;
+        for (Py_ssize_t k = 0; k < count; k++) {
+            PyObject *needle = PyTuple_GET_ITEM(needles, k);
+            Py_ssize_t n = PyUnicode_GET_LENGTH(needle);
+            if (i < next[k] || i + n > t->len)
+                continue;
+            int nkind = PyUnicode_KIND(needle);
+            const void *ndata = PyUnicode_DATA(needle);
+            Py_ssize_t j = 0;
+            while (j < n && PyUnicode_READ(nkind, ndata, j) == AT(t, i + j))
+                j++;
+            if (j < n)
+                continue;
+            next[k] = i + n;
+            if (append_offset(PyList_GET_ITEM(lists, k), i) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* scan._find_all_py: [offsets of needle for needle in needles], in one pass. */
+static PyObject *py_find_all(PyObject *self, PyObject *args) {
+    PyObject *obj, *needles;
+    if (!PyArg_ParseTuple(args, "UO!:find_all", &obj, &PyTuple_Type, &needles))
+        return NULL;
+    Text t;
+    if (text_of(obj, &t) < 0)
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(needles);
+    if (count > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 needles");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *needle = PyTuple_GET_ITEM(needles, k);
+        if (!PyUnicode_Check(needle) || PyUnicode_READY(needle) < 0 || PyUnicode_GET_LENGTH(needle) == 0) {
+            PyErr_SetString(PyExc_ValueError, "needles must be non-empty str");
+            return NULL;
+        }
+    }
+    PyObject *lists = PyList_New(count);
+    if (lists == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) {
+            Py_DECREF(lists);
+            return NULL;
+        }
+        PyList_SET_ITEM(lists, k, list);
+    }
+    int status = 0;
+    BY_KIND(t.kind, status = find_all(kind, &t, needles, lists));
+    if (status < 0) {
+        Py_DECREF(lists);
+        return NULL;
+    }
+    return lists;
+}
+
+/* Appends scan._located_py's findings to out (no suppressions); -1 on error. */
+INLINE int located(const int kind, const Text *t, PyObject *raw, PyObject *out) {
+    Py_ssize_t line = 1, line_start = 0, last = 0, previous = -1;
+    PyObject *previous_code = NULL;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(raw); k++) {
+        PyObject *item = PyList_GET_ITEM(raw, k);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "raw sites must be (offset, code, message) tuples");
+            return -1;
+        }
+        Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0));
+        if (pos == -1 && PyErr_Occurred())
+            return -1;
+        if (pos < last || pos > t->len) {
+            PyErr_SetString(PyExc_ValueError, "raw sites must be sorted offsets into the text");
+            return -1;
+        }
+        PyObject *code = PyTuple_GET_ITEM(item, 1);
+        if (pos == previous && previous_code != NULL) {
+            int same = PyObject_RichCompareBool(code, previous_code, Py_EQ);
+            if (same < 0)
+                return -1;
+            if (same)
+                continue; /* the same rule at the same site: reported once */
+        }
+        for (; last < pos; last++)
+            if (AT(t, last) == '\n') {
+                line++;
+                line_start = last + 1;
+            }
+        previous = pos;
+        previous_code = code;
+        PyObject *finding = Py_BuildValue("(nnOO)", line, pos - line_start + 1, code, PyTuple_GET_ITEM(item, 2));
+        int status = finding == NULL ? -1 : PyList_Append(out, finding);
+        Py_XDECREF(finding);
+        if (status < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* scan._located_py without suppressions: sorted (offset, code, message) -> (line, col, code, message). */
+static PyObject *py_located(PyObject *self, PyObject *args) {
+    PyObject *obj, *raw;
+    if (!PyArg_ParseTuple(args, "UO!:located", &obj, &PyList_Type, &raw))
+        return NULL;
+    Text t;
+    if (text_of(obj, &t) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    int status = 0;
+    BY_KIND(t.kind, status = located(kind, &t, raw, out));
+    if (status < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"triple_quoted", py_triple_quoted, METH_O, "(starts, ends) of the triple-quoted strings of a source."},
     {"uses", py_uses, METH_VARARGS, "(start, end) of the dotted uses of names outside strings, comments and imports."},
     {"import_statements", py_import_statements, METH_VARARGS,
      "The import statements of a source that can bind max or relative names."},
     {"import_parts", py_import_parts, METH_VARARGS, "What one import statement's names bind."},
+    {"find_all", py_find_all, METH_VARARGS, "Offsets of each needle, all found in one pass."},
+    {"located", py_located, METH_VARARGS, "Sorted (offset, code, message) sites as (line, col, code, message)."},
     {"in_line_string_or_comment", py_in_line_string_or_comment, METH_VARARGS,
      "Whether an offset sits in a one-line string or a comment of its line."},
     {NULL, NULL, 0, NULL},

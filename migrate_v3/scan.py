@@ -103,6 +103,12 @@ def _v2_searches() -> list[tuple[str, list[tuple[str, int]], re.Pattern[str], st
 
 
 _V2_SEARCHES = _v2_searches()
+_V2_NEEDLES = tuple(search for search, *_ in _V2_SEARCHES)
+
+
+def _find_all_py(text: str, needles: tuple[str, ...]) -> list[list[int]]:
+    """[offsets of each needle], each found where the last one ended, as str.find finds them."""
+    return [list(_occurrences(text, needle)) for needle in needles]
 
 
 def _occurrences(text: str, literal: str) -> Iterator[int]:
@@ -495,7 +501,6 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
             imports.append((local, target, base + off, star))
         import_spans.starts.append(line_start)
         import_spans.ends.append(end)
-    find, rfind = text.find, text.rfind
     position = _Positions(text)
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
 
@@ -542,11 +547,13 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
-        for search, literals, pattern, code, message in _V2_SEARCHES:
+        if _speedups is not None:
+            offsets = _speedups.find_all(text, _V2_NEEDLES)
+        else:
+            offsets = _find_all_py(text, _V2_NEEDLES)
+        for (search, literals, pattern, code, message), sites in zip(_V2_SEARCHES, offsets, strict=True):
             pmatch = pattern.match
-            step = len(search)
-            found = find(search)
-            while found >= 0:
+            for found in sites:
                 for literal, back in literals:
                     pos = found - back
                     if (
@@ -558,7 +565,6 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                         and not _in_line_string_or_comment(text, pos)
                     ):
                         raw.append((pos, code, message))
-                found = find(search, found + step)
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
     if not result.v2:
@@ -567,11 +573,23 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         return result, findings
     result.todo_markers = text.count(_TODO)
     suppress = _suppressions(text, position)
+    raw.sort()
+    if _speedups is not None and not suppress:
+        return result, _speedups.located(text, raw)
+    return result, _located_py(text, raw, suppress)
+
+
+def _located_py(
+    text: str, raw: list[tuple[int, str, str]], suppress: dict[int, frozenset[str] | None]
+) -> list[tuple[int, int, str, str]]:
+    """Sorted (offset, code, message) sites -> sorted (line, col, code, message) findings,
+    one per rule and site, without the suppressed ones."""
+    findings: list[tuple[int, int, str, str]] = []
     seen: set[tuple[int, int, str]] = set()
-    # position(), inlined: the offsets come sorted, so lines are counted once.
+    # The offsets come sorted, so lines are counted once.
     line, line_start, last = 1, 0, 0
-    count = text.count
-    for pos, code, message in sorted(raw):
+    count, rfind = text.count, text.rfind
+    for pos, code, message in raw:
         if pos != last:
             line += count("\n", last, pos)
             line_start = rfind("\n", 0, pos) + 1
@@ -582,7 +600,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         seen.add(key)
         findings.append((line, key[1], code, message))
     findings.sort()
-    return result, findings
+    return findings
 
 
 class _ImportEffect(NamedTuple):

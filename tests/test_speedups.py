@@ -148,3 +148,35 @@ def test_import_statements_edge_cases() -> None:
 )
 def test_import_parts(module: str | None, body: str) -> None:
     assert _speedups().import_parts(module, body) == scan._import_parts_py(module, body)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXT, st.lists(st.sampled_from([".", "..", "nn", "a.", "é", "😀", "'''", "ops.x"]), min_size=1, max_size=5))
+def test_find_all(text: str, needles: list[str]) -> None:
+    assert _speedups().find_all(text, tuple(needles)) == scan._find_all_py(text, tuple(needles))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXT, st.data())
+def test_located(text: str, data: st.DataObject) -> None:
+    sites = data.draw(
+        st.lists(
+            st.tuples(
+                st.integers(min_value=0, max_value=len(text)),
+                st.sampled_from(["MV310", "MV340", "MV370"]),
+                st.sampled_from(["a", "b"]),
+            ),
+            max_size=12,
+        )
+    )
+    sites.sort()
+    assert _speedups().located(text, sites) == scan._located_py(text, sites, {})
+
+
+def test_find_all_and_located_reject_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        _speedups().find_all("x", ("",))
+    with pytest.raises(ValueError):
+        _speedups().located("ab", [(1, "MV310", "m"), (0, "MV310", "m")])  # not sorted
+    with pytest.raises(TypeError):
+        _speedups().located("ab", [(0, "MV310")])
