@@ -7,10 +7,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+def _toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, imported when a pyproject.toml may hold our table (check starts faster)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
 
 
 class ConfigError(Exception):
@@ -41,8 +47,10 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                text = candidate.read_text(encoding="utf-8")
+                # No "migrate-v3" in the text: no table of ours, and no need to parse it.
+                data = _toml(text) if "migrate-v3" in text else {}
+            except (OSError, UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError is a ValueError
                 raise ConfigError(f"{candidate}: {exc}") from exc
             if "migrate-v3" in data.get("tool", {}):
                 return candidate
@@ -55,7 +63,7 @@ def load_settings(start: Path) -> Settings:
     settings = Settings()
     if path is None:
         return settings
-    table: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"]
+    table: dict[str, Any] = _toml(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"]
     known = {f.name.replace("_", "-"): f.name for f in fields(Settings)} | {f.name: f.name for f in fields(Settings)}
     for key, value in table.items():
         if isinstance(value, dict):
@@ -74,5 +82,5 @@ def tool_table(start: Path, name: str) -> dict[str, Any]:
     path = find_pyproject(start if start.is_dir() else start.parent)
     if path is None:
         return {}
-    table = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"].get(name, {})
+    table = _toml(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"].get(name, {})
     return dict(table) if isinstance(table, dict) else {}

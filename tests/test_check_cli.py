@@ -120,6 +120,19 @@ def test_unknown_setting_is_a_usage_error(tree: Path) -> None:
     assert code == 2 and "unknown setting [tool.migrate-v3] selekt" in err
 
 
+def test_malformed_settings_are_a_usage_error(tree: Path) -> None:
+    (tree / "pyproject.toml").write_text('[tool.migrate-v3]\nselect = [\n')
+    code, _, err = run("pkg")
+    assert code == 2 and "pyproject.toml" in err and len(err.splitlines()) == 1
+
+
+def test_a_pyproject_without_our_table_is_not_parsed(tree: Path) -> None:
+    """Another tool's broken pyproject.toml is its business; check reads only [tool.migrate-v3]."""
+    (tree / "pyproject.toml").write_text('[tool.other]\nx = [\n')
+    code, out, err = run("pkg")
+    assert code == 1 and err == "" and "Checked 3 files" in out
+
+
 def test_usage_error_exits_2(tree: Path) -> None:
     assert CliRunner().invoke(main, ["check"]).exit_code == 2
     assert CliRunner().invoke(main, ["check", "--format", "xml", "pkg"]).exit_code == 2
