@@ -23,7 +23,7 @@ from migrate_v3.classify import (
 )
 from migrate_v3.config import Settings
 from migrate_v3.discover import discover
-from migrate_v3.findings import FileResult
+from migrate_v3.findings import FileResult, plain_lines
 from migrate_v3.rules import matches
 from migrate_v3.workers import fork_is_safe, fork_map
 
@@ -50,24 +50,27 @@ class CheckReport:
 #: A file's dependency candidates: (package, target file, line, col) per import of
 #: its that resolves into another architecture package.
 Candidates = list[tuple[str, str, int, int]]
+#: What a worker returns for one file: the packed result, its dependency
+#: candidates (which depend on other files, so they are never cached with the
+#: result) and, when asked for, its findings as check's plain text lines.
+Answer = tuple[Packed, Candidates, "str | None"]
 
 
-def _classify_one(name: str, data: bytes | None, check_syntax: bool) -> tuple[Packed, Candidates]:
-    """A file's packed result and its dependency candidates (which depend on other
-    files, so they are never cached with the result)."""
+def _classify_one(name: str, data: bytes | None, check_syntax: bool, text: bool) -> Answer:
     if data is None:
         try:
             with open(name, "rb") as f:  # not Path(name).read_bytes(): a Path costs more than the read
                 data = f.read()
         except OSError as exc:
-            return ("error", None, exc.strerror or str(exc), [], [], []), []
+            return ("error", None, exc.strerror or str(exc), [], [], []), [], None
     packed = classify_bytes(data, name, check_syntax=check_syntax, packed=True)
-    return packed, dependency_candidates(name, packed[4], packed[5])
+    lines = plain_lines(name, packed[3]) if text and packed[3] else None
+    return packed, dependency_candidates(name, packed[4], packed[5]), lines
 
 
-def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -> list[tuple[Packed, Candidates]]:
+def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool, text: bool) -> list[Answer]:
     """Worker entry point for spawned workers (the bytes travel through a pipe)."""
-    return [_classify_one(name, data, check_syntax) for name, data in items]
+    return [_classify_one(name, data, check_syntax, text) for name, data in items]
 
 
 #: The files to classify, set before forking so that the children inherit
@@ -75,17 +78,17 @@ def _classify_items(items: list[tuple[str, bytes | None]], check_syntax: bool) -
 _SHARED: list[tuple[str, bytes | None]] = []
 
 
-def _classify_shared(indices: range, check_syntax: bool) -> list[tuple[Packed, Candidates]]:
+def _classify_shared(indices: range, check_syntax: bool, text: bool) -> list[Answer]:
     shared = _SHARED
-    return [_classify_one(shared[i][0], shared[i][1], check_syntax) for i in indices]
+    return [_classify_one(shared[i][0], shared[i][1], check_syntax, text) for i in indices]
 
 
 def _classify_todo(
     todo: list[tuple[str, bytes | None]], settings: Settings,
-    consume: Callable[[int, tuple[Packed, Candidates]], None],
+    consume: Callable[[int, Answer], None], text: bool = False,
 ) -> None:
-    """``consume(i, (packed result, dependency candidates) of todo[i])`` for every file, in
-    ``settings.jobs`` processes when worth it.
+    """``consume(i, answer for todo[i])`` for every file, in ``settings.jobs`` processes when
+    worth it; ``text``: answers carry the plain text lines.
 
     Files not read yet (``None``) are read by the process that classifies them.
     Results arrive pile by pile, this process's own first, so the caller
@@ -96,39 +99,40 @@ def _classify_todo(
     piles = min(jobs, len(todo) // (_PARALLEL_THRESHOLD // 2)) if len(todo) >= _PARALLEL_THRESHOLD else 1
     if piles <= 1:
         for index, (name, data) in enumerate(todo):
-            consume(index, _classify_one(name, data, syntax))
+            consume(index, _classify_one(name, data, syntax, text))
         return
     # Interleaved piles: neighbouring files (same package, same kind of code) split evenly.
     ranges = [range(k, len(todo), piles) for k in range(piles)]
 
-    def take(pile: int, answer: list[tuple[Packed, Candidates]]) -> None:
+    def take(pile: int, answer: list[Answer]) -> None:
         for index, result in zip(ranges[pile], answer, strict=True):
             consume(index, result)
 
     if fork_is_safe():
         _SHARED[:] = todo
         try:
-            fork_map(lambda indices: _classify_shared(indices, syntax), ranges, take)
+            fork_map(lambda indices: _classify_shared(indices, syntax, text), ranges, take)
         finally:
             _SHARED.clear()
     else:
         from migrate_v3.workers import process_pool
 
         with process_pool(piles) as pool:
-            futures = [pool.submit(_classify_items, [todo[i] for i in r], syntax) for r in ranges]
+            futures = [pool.submit(_classify_items, [todo[i] for i in r], syntax, text) for r in ranges]
             for pile, future in enumerate(futures):
                 take(pile, future.result())
 
 
-def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, Classified]:
+def classify_many(files: Iterable[Path | str], settings: Settings, *, text: bool = False) -> dict[str, Classified]:
+    """Each file's Classified, in discovery order; ``text``: results carry their plain text lines."""
     out: dict[str, Classified] = {}
     if not settings.cache:
         todo: list[tuple[str, bytes | None]] = [(str(path), None) for path in files]
 
-        def keep(index: int, answer: tuple[Packed, Candidates]) -> None:
+        def keep(index: int, answer: Answer) -> None:
             out[todo[index][0]] = unpack(todo[index][0], *answer)
 
-        _classify_todo(todo, settings, keep)
+        _classify_todo(todo, settings, keep, text)
         return {name: out[name] for name, _ in todo}  # in discovery order, as before
 
     from migrate_v3.cache import Cache, digest
@@ -151,12 +155,12 @@ def classify_many(files: Iterable[Path | str], settings: Settings) -> dict[str, 
             out[name] = unpack(name, hit)
         else:
             todo.append((name, data))
-    def keep_and_cache(index: int, answer: tuple[Packed, Candidates]) -> None:
+    def keep_and_cache(index: int, answer: Answer) -> None:
         name = todo[index][0]
         out[name] = unpack(name, *answer)
         cache.put(name, keys[name], answer[0])
 
-    _classify_todo(todo, settings, keep_and_cache)
+    _classify_todo(todo, settings, keep_and_cache, text)
     cache.save()
     return out
 
@@ -346,6 +350,7 @@ def link_dependencies(classified: dict[str, Classified], settings: Settings) -> 
                 if package not in c.result.depends_on:
                     c.result.depends_on.append(package)
                 c.result.findings.append(dependency_finding(package, target, line, col))
+                c.result.text = None  # the lines no longer say it all
                 added = True
         if c.result.depends_on and c.result.kind == "neutral":
             c.result.kind = "v2"  # builds on another package's V2 code (e.g. subclasses its model)
@@ -353,9 +358,10 @@ def link_dependencies(classified: dict[str, Classified], settings: Settings) -> 
             c.result.findings.sort()
 
 
-def run_check(paths: Sequence[str | Path], settings: Settings) -> CheckReport:
+def run_check(paths: Sequence[str | Path], settings: Settings, *, text: bool = False) -> CheckReport:
+    """``text``: each file's result carries its findings as plain text lines (formatted by the workers)."""
     found = discover(paths, settings.exclude)
-    classified = classify_many(found.files, settings)
+    classified = classify_many(found.files, settings, text=text)
     link_dependencies(classified, settings)
     report = CheckReport(errors=list(found.errors))
     select, ignore = settings.select, settings.ignore
@@ -369,6 +375,8 @@ def run_check(paths: Sequence[str | Path], settings: Settings) -> CheckReport:
             for f in result.findings:
                 if f.code not in wanted:
                     wanted[f.code] = (not select or matches(f.code, select)) and not matches(f.code, ignore)
-            result.findings = [f for f in result.findings if wanted[f.code]]
+            kept = [f for f in result.findings if wanted[f.code]]
+            if len(kept) != len(result.findings):
+                result.findings, result.text = kept, None
         report.files.append(result)
     return report

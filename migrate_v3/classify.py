@@ -11,7 +11,7 @@ from importlib.util import MAGIC_NUMBER, cache_from_source, source_hash
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from migrate_v3.findings import FileResult, Finding, new_finding
+from migrate_v3.findings import FileResult, Finding, finding_of
 from migrate_v3.scan import Scan, scan_raw, syntax_error
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.M)
@@ -129,11 +129,12 @@ def _classify(data: bytes, path: str, check_syntax: bool) -> Packed:
 
 
 def unpack(
-    path: str, packed: Sequence[Any], dependencies: Sequence[Sequence[Any]] | None = None
+    path: str, packed: Sequence[Any], dependencies: Sequence[Sequence[Any]] | None = None,
+    text: str | None = None,
 ) -> Classified:
     """``Packed`` data (from a worker or the cache) -> the Classified it stands for."""
     kind, release, error, findings, rel, absolute = packed
-    result = FileResult(path, kind, release, [new_finding(*f) for f in findings], error=error)
+    result = FileResult(path, kind, release, list(map(finding_of, findings)), error=error, text=text)
     resolved = None if dependencies is None else [tuple(x) for x in dependencies]
     return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute], resolved)
 

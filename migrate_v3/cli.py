@@ -64,11 +64,12 @@ def run_check_command(
     if no_syntax_check:
         settings.syntax = False
     fmt = fmt or settings.format
-    report = run_check(list(paths), settings)
+    out = sys.stdout
+    # Plain text lines are formatted by the workers, in parallel.
+    report = run_check(list(paths), settings, text=fmt == "text" and not out.isatty())
     if report.errors:
         sys.stderr.write("".join(f"migrate-v3: error: {path}: {reason}\n" for path, reason in report.errors))
         sys.stderr.flush()
-    out = sys.stdout
     if fmt == "json":
         from migrate_v3.report import write_json
 

@@ -17,13 +17,13 @@ from typing import IO, Any
 
 from migrate_v3 import __version__
 from migrate_v3.check import CheckReport
-from migrate_v3.findings import FileResult, sort_key
+from migrate_v3.findings import FIX_LABEL, FileResult, plain_lines, sort_key
 from migrate_v3.rules import RULES, Fix
 
 FORMATS = ("text", "json", "github", "sarif")
 
 #: Rule code -> its fix's value ("auto", "unsafe", "manual"), looked up per finding.
-_FIX = {code: rule.fix.value for code, rule in RULES.items()}
+_FIX = FIX_LABEL
 
 
 def _float(o: float) -> str:
@@ -204,12 +204,7 @@ def _summary_line(s: dict[str, Any]) -> str:
 def write_text(report: CheckReport, out: IO[str], *, terminal: bool) -> None:
     s = summary(report)
     if not terminal:
-        fix = _FIX
-        lines = [
-            f"{f.path}:{x.line}:{x.col}: {x.code} [{fix[x.code]}] {x.message}\n"
-            for f in report.files
-            for x in f.findings
-        ]
+        lines = [f.text if f.text is not None else plain_lines(f.path, f.findings) for f in report.files]
         lines.append(_summary_line(s) + "\n")
         out.write("".join(lines))
         return

@@ -21,7 +21,7 @@ from symtable import symtable
 from types import ModuleType
 from typing import NamedTuple
 
-from migrate_v3.findings import Finding, new_finding
+from migrate_v3.findings import Finding, finding_of
 from migrate_v3.knowledge import symbols as K
 
 _speedups: ModuleType | None
@@ -456,7 +456,7 @@ _NN_IS_V3 = ("max.tensor", "max.functional", K.V2_LEGACY_NAMESPACE)
 def scan_source(text: str) -> Scan:
     """Find the V2 sites of one file's source."""
     result, findings = scan_raw(text)
-    result.findings = [new_finding(*f) for f in findings]
+    result.findings = list(map(finding_of, findings))
     return result
 
 

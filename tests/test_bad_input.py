@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from migrate_v3 import check
 from migrate_v3.cli import main
 
 GOOD = "from max.nn import Linear\n"
@@ -73,7 +74,17 @@ def test_unreadable_file(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             raise PermissionError(13, "Permission denied", str(self))
         return real(self)
 
+    real_open = open
+
+    def open_(name: str, *args: object, **kwargs: object) -> object:
+        if str(name).endswith("secret.py"):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, *args, **kwargs)  # type: ignore[call-overload]
+
+    # As root, permission bits do not stop a read: fail the read itself (check
+    # opens files directly; the cache path reads through Path).
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(check, "open", open_, raising=False)
     code, out, err = run(".")
     assert code == 2
     assert err == ["migrate-v3: error: secret.py: Permission denied"]

@@ -116,10 +116,12 @@ def test_fast_parse_leaves_the_rest_to_click(args: list[str]) -> None:
 
 def test_check_path_imports_neither_click_nor_rich(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("from max.nn import Linear\n")
+    # With explicit arguments the fast path exits with SystemExit (the console entry
+    # point, which reads sys.argv, ends the process outright: see the next test).
     code = (
-        "import sys, runpy\n"
-        "sys.argv = ['migrate-v3', 'check', '--no-cache', 'm.py']\n"
-        "try:\n    runpy.run_module('migrate_v3', run_name='__main__')\n"
+        "import sys\n"
+        "from migrate_v3.cli import main\n"
+        "try:\n    main(['check', '--no-cache', 'm.py'])\n"
         "except SystemExit as e:\n    code = e.code\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'click', 'rich', 'libcst', 'max'})\n"
         "print('EXIT', code, 'HEAVY', bad)\n"
@@ -128,3 +130,54 @@ def test_check_path_imports_neither_click_nor_rich(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "m.py:1:20: MV310" in proc.stdout
     assert proc.stdout.strip().endswith("EXIT 1 HEAVY []"), proc.stdout + proc.stderr
+
+
+def test_console_entry_flushes_everything_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    """The entry point skips interpreter teardown (os._exit): all output must still arrive."""
+    for i in range(300):
+        (tmp_path / f"m{i}.py").write_text("from max.nn import Linear\n\nx = Linear(1, 2)\n")
+    (tmp_path / "bad.py").write_bytes(b"\xff\xfe")
+    proc = subprocess.run([sys.executable, "-m", "migrate_v3", "check", "--no-cache", "."], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2  # findings and an unreadable file: the error wins
+    lines = proc.stdout.splitlines()
+    assert len([line for line in lines if ": MV" in line]) == 600
+    assert lines[-1].startswith("Checked 300 files") and "bad.py" in proc.stderr
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "ok.py").write_text("x = 1\n")
+    proc = subprocess.run([sys.executable, "-m", "migrate_v3", "check", "--no-cache", "clean"], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0 and proc.stdout.startswith("Checked 1 files")
+
+
+@pytest.mark.parametrize("extra", [[], ["--select", "MV30,MV34"], ["--ignore", "MV301"]])
+def test_text_lines_made_by_workers_match_the_json_report(tmp_path: Path, extra: list[str]) -> None:
+    """Workers format the plain lines; dependency findings added afterwards and
+    --select/--ignore must still show, exactly as the JSON report has them."""
+    import shutil
+
+    shutil.copytree(ROOT / "fixtures" / "check_deps", tmp_path / "archs")
+    # A file with findings of its own (so a worker formats its lines) and a dependency.
+    (tmp_path / "archs" / "user_pkg" / "mixed.py").write_text(
+        "from max.nn import Linear\n\nfrom ..base_v2.layers import Block\n\nx = Linear(1, 2)\n"
+    )
+    for i in range(80):  # enough files for worker processes
+        (tmp_path / f"m{i}.py").write_text("from max.nn import Linear\n\nx = Linear(1, 2)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "migrate_v3", "check", "--no-cache", "-j2", *extra, *args, "."],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert proc.returncode == 1, proc.stderr
+        return proc.stdout
+
+    text = run().splitlines()[:-1]
+    report = json.loads(run("--format", "json"))
+    expected = [
+        f"{f['path']}:{x['line']}:{x['col']}: {x['code']} [{x['fix']}] {x['message']}"
+        for f in report["files"]
+        for x in f["findings"]
+    ]
+    assert text == expected
+    assert any(": MV301 " in line for line in text) == (extra != ["--ignore", "MV301"])
