@@ -27,6 +27,24 @@ def test_results_come_back_in_pile_order() -> None:
     assert _collect(lambda p: [x * x for x in p], piles) == [[x * x for x in p] for p in piles]
 
 
+def test_big_answers_come_back_whole_through_shared_memory_or_the_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    piles = [[k] * 3 for k in range(3)]
+
+    def func(pile: list[int]) -> list[object]:
+        return [os.getpid(), *(str(x) * 400_000 for x in pile)]  # 1.2 MB: more than a pipe holds
+
+    def check() -> None:
+        got = _collect(func, piles)
+        assert [answer[1:] for answer in got] == [func(p)[1:] for p in piles]
+        assert got[0][0] == os.getpid() and os.getpid() not in {got[1][0], got[2][0]}  # not redone here
+
+    check()  # through shared memory
+    monkeypatch.setattr(workers, "_SHARED_BYTES", 1024)
+    check()  # too big for it: down the pipe
+    monkeypatch.setattr(workers, "_shared_memory", lambda: None)
+    check()  # no shared memory at all
+
+
 def test_a_failing_child_has_its_pile_redone_here() -> None:
     parent = os.getpid()
 
