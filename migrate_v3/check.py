@@ -64,7 +64,7 @@ def _classify_one(name: str, data: bytes | None, check_syntax: bool, text: bool)
         except OSError as exc:
             return ("error", None, exc.strerror or str(exc), [], [], []), [], None
     packed = classify_bytes(data, name, check_syntax=check_syntax, packed=True)
-    lines = plain_lines(name, packed[3]) if text and packed[3] else None
+    lines = plain_lines(name, packed[3]) if text else None
     return packed, dependency_candidates(name, packed[4], packed[5]), lines
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain
+from operator import itemgetter
 from typing import IO, Any
 
 from migrate_v3 import __version__
@@ -175,10 +177,7 @@ def _write_json(data: Any, out: IO[str]) -> None:
 
 def summary(report: CheckReport) -> dict[str, Any]:
     fixes: Counter[str] = Counter()
-    codes: Counter[str] = Counter()
-    for f in report.files:
-        for finding in f.findings:
-            codes[finding.code] += 1
+    codes: Counter[str] = Counter(map(itemgetter(2), chain.from_iterable(f.findings for f in report.files)))
     for code, count in codes.items():
         fixes[_FIX[code]] += count
     return {
