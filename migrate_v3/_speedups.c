@@ -15,6 +15,7 @@ typedef struct {
     int kind;
     const void *data;
     Py_ssize_t len;
+    PyObject *obj; /* the str itself (borrowed) */
 } Text;
 
 static int text_of(PyObject *obj, Text *t) {
@@ -27,6 +28,7 @@ static int text_of(PyObject *obj, Text *t) {
     t->kind = PyUnicode_KIND(obj);
     t->data = PyUnicode_DATA(obj);
     t->len = PyUnicode_GET_LENGTH(obj);
+    t->obj = obj;
     return 0;
 }
 
@@ -138,14 +140,33 @@ static int append_offset(PyObject *list, Py_ssize_t value) {
 INLINE int triple_quoted(const int kind, const Text *t, PyObject *starts, PyObject *ends) {
     Py_ssize_t i = 0;
     while (i + 2 < t->len) {
+        if (kind == PyUnicode_1BYTE_KIND) {
+            /* Jump to the next quote of either kind (memchr skips the rest fast). */
+            const char *base = (const char *)t->data;
+            const char *dq = memchr(base + i, '"', (size_t)(t->len - i));
+            const char *sq = memchr(base + i, '\'', (size_t)((dq ? dq - base : t->len) - i));
+            const char *quote = sq ? sq : dq;
+            if (quote == NULL)
+                break;
+            i = quote - base;
+            if (i + 2 >= t->len)
+                break;
+        }
         Py_UCS4 c = AT(t, i);
         if ((c != '"' && c != '\'') || !is_triple(kind, t, i, c)) {
             i++;
             continue;
         }
         Py_ssize_t close = i + 3;
-        while (close + 2 < t->len && !is_triple(kind, t, close, c))
-            close++;
+        while (close + 2 < t->len && !is_triple(kind, t, close, c)) {
+            if (kind == PyUnicode_1BYTE_KIND) { /* on to the next quote of this kind */
+                const char *base = (const char *)t->data;
+                const char *quote = memchr(base + close + 1, (int)c, (size_t)(t->len - close - 1));
+                close = quote == NULL ? t->len : quote - base;
+            } else {
+                close++;
+            }
+        }
         Py_ssize_t end = close + 2 < t->len ? close + 3 : t->len;
         if (append_offset(starts, i) < 0 || append_offset(ends, end) < 0)
             return -1;
@@ -212,6 +233,29 @@ INLINE int is_name(const int kind, const Text *t, Py_ssize_t start, Py_ssize_t e
     return 0;
 }
 
+/* out[text[start:stop]].append((start, stop)): the uses grouped by their text. */
+static int add_use(PyObject *text, PyObject *out, Py_ssize_t start, Py_ssize_t stop) {
+    PyObject *key = PyUnicode_Substring(text, start, stop);
+    if (key == NULL)
+        return -1;
+    PyObject *spans = PyDict_GetItemWithError(out, key); /* borrowed */
+    int status = -1;
+    if (spans == NULL && !PyErr_Occurred()) {
+        spans = PyList_New(0);
+        if (spans != NULL && PyDict_SetItem(out, key, spans) == 0)
+            Py_DECREF(spans); /* the dict holds it */
+        else
+            Py_CLEAR(spans);
+    }
+    if (spans != NULL) {
+        PyObject *span = Py_BuildValue("(nn)", start, stop);
+        status = span == NULL ? -1 : PyList_Append(spans, span);
+        Py_XDECREF(span);
+    }
+    Py_DECREF(key);
+    return status;
+}
+
 typedef struct {
     PyObject *names;
     Py_ssize_t shortest, longest;
@@ -220,7 +264,7 @@ typedef struct {
     Offsets s_starts, s_ends, i_starts, i_ends;
 } UsesQuery;
 
-/* Appends (start, end) per use to out; -1 on error. A use starts a run of word
+/* Adds each use to out (see add_use); -1 on error. A use starts a run of word
  * characters that no "." precedes, and the run is one of the names. */
 INLINE int uses(const int kind, const Text *t, const UsesQuery *q, PyObject *out) {
     const Py_ssize_t len = t->len;
@@ -248,21 +292,19 @@ INLINE int uses(const int kind, const Text *t, const UsesQuery *q, PyObject *out
         if (inside(&q->i_starts, &q->i_ends, &i_cursor, start) || inside(&q->s_starts, &q->s_ends, &s_cursor, start) ||
             in_line_string_or_comment(kind, t, start))
             continue;
-        PyObject *span = Py_BuildValue("(nn)", start, dotted_end(kind, t, end));
-        int status = span == NULL ? -1 : PyList_Append(out, span);
-        Py_XDECREF(span);
-        if (status < 0)
+        Py_ssize_t stop = dotted_end(kind, t, end);
+        if (add_use(t->obj, out, start, stop) < 0)
             return -1;
     }
     return 0;
 }
 
-/* scan._code_uses: the (start, end) of each dotted use of `names` outside the import
- * statements, triple-quoted strings, one-line strings and comments, in order. */
-static PyObject *py_uses(PyObject *self, PyObject *args) {
+/* scan._code_use_groups: {dotted use: [(start, end), ...]} of the uses of `names` outside
+ * the import statements, triple-quoted strings, one-line strings and comments, in order. */
+static PyObject *py_use_groups(PyObject *self, PyObject *args) {
     PyObject *obj, *lists[4];
     UsesQuery q = {0};
-    if (!PyArg_ParseTuple(args, "UO!O!O!O!O!:uses", &obj, &PyTuple_Type, &q.names, &PyList_Type, &lists[0],
+    if (!PyArg_ParseTuple(args, "UO!O!O!O!O!:use_groups", &obj, &PyTuple_Type, &q.names, &PyList_Type, &lists[0],
                           &PyList_Type, &lists[1], &PyList_Type, &lists[2], &PyList_Type, &lists[3]))
         return NULL;
     Text t;
@@ -290,7 +332,7 @@ static PyObject *py_uses(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     if (offsets_of(lists[0], &q.s_starts) == 0 && offsets_of(lists[1], &q.s_ends) == 0 &&
         offsets_of(lists[2], &q.i_starts) == 0 && offsets_of(lists[3], &q.i_ends) == 0 &&
-        (out = PyList_New(0)) != NULL) {
+        (out = PyDict_New()) != NULL) {
         int status = 0;
         BY_KIND(t.kind, status = uses(kind, &t, &q, out));
         if (status < 0)
@@ -606,28 +648,32 @@ static PyObject *py_import_parts(PyObject *self, PyObject *args) {
  * finds them) to lists[k]; -1 on error. Needles are non-empty; one pass over the text. */
 INLINE int find_all(const int kind, const Text *t, PyObject *needles, PyObject *lists) {
     Py_ssize_t count = PyTuple_GET_SIZE(needles);
-    Py_ssize_t next[64];
-    unsigned char first[256] = {0};
+    Py_ssize_t next[64], size[64];
+    Py_UCS4 head[64];
+    uint64_t by_head[256] = {0}, wide = 0; /* bit k: needle k starts with that character */
     for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *needle = PyTuple_GET_ITEM(needles, k);
         next[k] = 0;
-        Py_UCS4 head = PyUnicode_READ_CHAR(PyTuple_GET_ITEM(needles, k), 0);
-        if (head < 256)
-            first[head] = 1;
+        size[k] = PyUnicode_GET_LENGTH(needle);
+        head[k] = PyUnicode_READ_CHAR(needle, 0);
+        if (head[k] < 256)
+            by_head[head[k]] |= (uint64_t)1 << k;
         else
-            memset(first, 1, sizeof first);
+            wide |= (uint64_t)1 << k;
     }
     for (Py_ssize_t i = 0; i < t->len; i++) {
         Py_UCS4 c = AT(t, i);
-        if (c < 256 && !first[c])
-            continue;
-        for (Py_ssize_t k = 0; k < count; k++) {
-            PyObject *needle = PyTuple_GET_ITEM(needles, k);
-            Py_ssize_t n = PyUnicode_GET_LENGTH(needle);
-            if (i < next[k] || i + n > t->len)
+        uint64_t candidates = c < 256 ? by_head[c] : wide;
+        while (candidates) {
+            int k = __builtin_ctzll(candidates);
+            candidates &= candidates - 1;
+            Py_ssize_t n = size[k];
+            if (c != head[k] || i < next[k] || i + n > t->len)
                 continue;
+            PyObject *needle = PyTuple_GET_ITEM(needles, k);
             int nkind = PyUnicode_KIND(needle);
             const void *ndata = PyUnicode_DATA(needle);
-            Py_ssize_t j = 0;
+            Py_ssize_t j = 1;
             while (j < n && PyUnicode_READ(nkind, ndata, j) == AT(t, i + j))
                 j++;
             if (j < n)
@@ -741,7 +787,8 @@ static PyObject *py_located(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"triple_quoted", py_triple_quoted, METH_O, "(starts, ends) of the triple-quoted strings of a source."},
-    {"uses", py_uses, METH_VARARGS, "(start, end) of the dotted uses of names outside strings, comments and imports."},
+    {"use_groups", py_use_groups, METH_VARARGS,
+     "The dotted uses of names outside strings, comments and imports, grouped by their text."},
     {"import_statements", py_import_statements, METH_VARARGS,
      "The import statements of a source that can bind max or relative names."},
     {"import_parts", py_import_parts, METH_VARARGS, "What one import statement's names bind."},

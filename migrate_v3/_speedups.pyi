@@ -3,7 +3,7 @@
 SOURCE_SHA256: str
 
 def triple_quoted(text: str, /) -> tuple[list[int], list[int]]: ...
-def uses(
+def use_groups(
     text: str,
     names: tuple[str, ...],
     string_starts: list[int],
@@ -11,7 +11,7 @@ def uses(
     import_starts: list[int],
     import_ends: list[int],
     /,
-) -> list[tuple[int, int]]: ...
+) -> dict[str, list[tuple[int, int]]]: ...
 def in_line_string_or_comment(text: str, pos: int, /) -> bool: ...
 def import_statements(
     text: str, string_starts: list[int], string_ends: list[int], /

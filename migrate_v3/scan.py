@@ -701,6 +701,16 @@ _WORTH: tuple[dict[str, bool], dict[str, bool]] = ({}, {})
 _WORDY = re.compile(r"\w+")
 
 
+def _code_use_groups(
+    text: str, names: tuple[str, ...], strings: _Spans, import_spans: _Spans
+) -> dict[str, list[tuple[int, int]]]:
+    """``_code_uses`` grouped by the text of the dotted use, in order of first use."""
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for start, end in _code_uses(text, names, strings, import_spans):
+        groups.setdefault(text[start:end], []).append((start, end))
+    return groups
+
+
 def _code_uses(text: str, names: tuple[str, ...], strings: _Spans, import_spans: _Spans) -> list[tuple[int, int]]:
     """``_uses`` outside import statements, triple-quoted strings, one-line strings and comments."""
     s_starts, s_ends = strings.starts, strings.ends
@@ -737,46 +747,64 @@ def _scan_uses(
         return
     relevant = tuple(sorted(names))
     if _speedups is not None and all(_WORDY.fullmatch(n) for n in relevant):
-        found = _speedups.uses(text, relevant, strings.starts, strings.ends, import_spans.starts, import_spans.ends)
+        groups = _speedups.use_groups(
+            text, relevant, strings.starts, strings.ends, import_spans.starts, import_spans.ends
+        )
     else:
-        found = _code_uses(text, relevant, strings, import_spans)
+        groups = _code_use_groups(text, relevant, strings, import_spans)
     # One file uses the same few dotted names many times: resolve each once.
-    seen: dict[str, tuple[Resolved, str]] = {}
-    for start, end in found:
-        dotted = text[start:end]
-        known = seen.get(dotted)
-        if known is None:
-            name = dotted
-            if " " in name or "\t" in name:
-                name = _BLANKS.sub("", name)
-            head, _, rest = name.partition(".")
-            qualified = aliases[head] + (f".{rest}" if rest else "")
-            known = seen[dotted] = (_resolve(qualified, nn_is_v3), rest)
-        resolved, rest = known
-        if resolved.kind == "base":
-            if not _in_class_header(text, start):
-                continue  # a common base used as a type: fine in V3 code
-            # Deriving from it makes a V2 pipeline model unless the file is ModuleV3
-            # (a V3 model may derive from PipelineModelWithKVCache directly).
-            resolved = Resolved("interop", resolved.code, resolved.message)
-        kind = resolved.kind
+    for dotted, spans in groups.items():
+        name = dotted
+        if " " in name or "\t" in name:
+            name = _BLANKS.sub("", name)
+        head, _, rest = name.partition(".")
+        resolved = _resolve(aliases[head] + (f".{rest}" if rest else ""), nn_is_v3)
+        if resolved.kind == "base" or resolved.code in _CONSTRUCTOR_RULES:
+            for start, end in spans:
+                _note_positional_use(text, start, end, resolved, rest, result, raw)
+            continue
+        kind, code = resolved.kind, resolved.code
         if kind == "v3":
             result.v3 = True
         elif kind == "v2":
             result.v2 = True
         elif kind == "interop":
             result.interop = True
-        code = resolved.code
-        if code in _CONSTRUCTOR_RULES:
-            if _in_class_header(text, start):
-                # A subclass of a V2 layer: its super().__init__ call and
-                # overrides follow the V2 signature, so a person ports it.
-                resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
-                code = resolved.code
-            elif not _CALL.match(text, end):
-                continue  # an annotation or isinstance(): the import rewrite covers it
-        if code is not None and not (resolved.kind == "interop" and not rest and code == "MV370"):
-            raw.append((start, code, resolved.message))
+        if code is not None and not (kind == "interop" and not rest and code == "MV370"):
+            message = resolved.message
+            raw.extend([(start, code, message) for start, _ in spans])
+
+
+def _note_positional_use(
+    text: str, start: int, end: int, resolved: Resolved, rest: str, result: Scan, raw: list[tuple[int, str, str]]
+) -> None:
+    """One use of a name whose meaning depends on where it stands: a common
+    pipeline base (only deriving from it counts) or a V2 layer (a call, or a
+    subclass that a person ports)."""
+    if resolved.kind == "base":
+        if not _in_class_header(text, start):
+            return  # a common base used as a type: fine in V3 code
+        # Deriving from it makes a V2 pipeline model unless the file is ModuleV3
+        # (a V3 model may derive from PipelineModelWithKVCache directly).
+        resolved = Resolved("interop", resolved.code, resolved.message)
+    kind = resolved.kind
+    if kind == "v3":
+        result.v3 = True
+    elif kind == "v2":
+        result.v2 = True
+    elif kind == "interop":
+        result.interop = True
+    code = resolved.code
+    if code in _CONSTRUCTOR_RULES:
+        if _in_class_header(text, start):
+            # A subclass of a V2 layer: its super().__init__ call and
+            # overrides follow the V2 signature, so a person ports it.
+            resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
+            code = resolved.code
+        elif not _CALL.match(text, end):
+            return  # an annotation or isinstance(): the import rewrite covers it
+    if code is not None and not (resolved.kind == "interop" and not rest and code == "MV370"):
+        raw.append((start, code, resolved.message))
 
 
 def _in_class_header(text: str, pos: int) -> bool:

@@ -83,7 +83,7 @@ def test_in_line_string_or_comment(text: str, data: st.DataObject) -> None:
 
 @settings(max_examples=1000, deadline=None)
 @given(TEXT, st.lists(st.sampled_from(NAMES), unique=True), st.data())
-def test_uses(text: str, names: list[str], data: st.DataObject) -> None:
+def test_use_groups(text: str, names: list[str], data: st.DataObject) -> None:
     strings = scan._triple_quoted_py(text)
     imports = scan._Spans()
     # Import statements: any sorted, disjoint spans will do.
@@ -91,16 +91,16 @@ def test_uses(text: str, names: list[str], data: st.DataObject) -> None:
     for start, end in zip(cuts[::2], cuts[1::2], strict=False):
         imports.add(start, end)
     relevant = tuple(sorted(names))
-    expected = scan._code_uses(text, relevant, strings, imports)
-    got = _speedups().uses(text, relevant, strings.starts, strings.ends, imports.starts, imports.ends)
-    assert got == expected
+    expected = scan._code_use_groups(text, relevant, strings, imports)
+    got = _speedups().use_groups(text, relevant, strings.starts, strings.ends, imports.starts, imports.ends)
+    assert got == expected and list(got) == list(expected)  # the same groups, in the same order
 
 
-def test_uses_rejects_bad_arguments() -> None:
+def test_use_groups_rejects_bad_arguments() -> None:
     with pytest.raises(TypeError):
-        _speedups().uses("x", ("x",), [], [], [], None)
+        _speedups().use_groups("x", ("x",), [], [], [], None)
     with pytest.raises(TypeError):
-        _speedups().uses("x", (1,), [], [], [], [])
+        _speedups().use_groups("x", (1,), [], [], [], [])
     with pytest.raises(IndexError):
         _speedups().in_line_string_or_comment("x", 5)
 
