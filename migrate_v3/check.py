@@ -19,6 +19,7 @@ from migrate_v3.classify import (
     classify_bytes,
     classify_file,
     dependency_finding,
+    read_source,
     unpack,
 )
 from migrate_v3.config import Settings
@@ -59,8 +60,7 @@ Answer = tuple[Packed, Candidates, "str | None"]
 def _classify_one(name: str, data: bytes | None, check_syntax: bool, text: bool) -> Answer:
     if data is None:
         try:
-            with open(name, "rb") as f:  # not Path(name).read_bytes(): a Path costs more than the read
-                data = f.read()
+            data = read_source(name)
         except OSError as exc:
             return ("error", None, exc.strerror or str(exc), [], [], []), [], None
     packed = classify_bytes(data, name, check_syntax=check_syntax, packed=True)

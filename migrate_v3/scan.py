@@ -283,11 +283,11 @@ def _import_parts_py(module: str | None, body: str) -> tuple[tuple[str, str, int
 
 
 @lru_cache(maxsize=16384)
-def _import_parts(module: str | None, body: str) -> tuple[tuple[str, str, int, bool], ...]:
-    """``_import_parts_py``, in C when built. Import lines repeat across files: cached."""
-    if _speedups is not None:
-        return _speedups.import_parts(module, body)
-    return _import_parts_py(module, body)
+def _import_parts(module: str | None, body: str) -> tuple[tuple[tuple[str, str, int, bool], ...], bool]:
+    """``_import_parts_py`` (in C when built), and whether a name it binds says that
+    ``max.nn`` is ModuleV3 (26.1). Import lines repeat across files: cached."""
+    parts = _import_parts_py(module, body) if _speedups is None else _speedups.import_parts(module, body)
+    return parts, any(t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in parts)
 
 
 # --- symbol lookup --------------------------------------------------------------------
@@ -496,18 +496,17 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         statements = _speedups.import_statements(text, s_starts, s_ends)
     else:
         statements = _import_statements(text, strings)
+    nn_is_v3 = False  # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
     for line_start, end, module, body, base in statements:
-        for local, target, off, star in _import_parts(module, body):
+        parts, marks_nn_v3 = _import_parts(module, body)
+        nn_is_v3 = nn_is_v3 or marks_nn_v3
+        for local, target, off, star in parts:
             imports.append((local, target, base + off, star))
         import_spans.starts.append(line_start)
         import_spans.ends.append(end)
     position = _Positions(text)
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
 
-    # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
-    nn_is_v3 = any(
-        t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in imports
-    )
     aliases: dict[str, str] = {}
     effects = _EFFECTS[nn_is_v3]
     for local, target, at, star in imports:

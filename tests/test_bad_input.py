@@ -74,17 +74,17 @@ def test_unreadable_file(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             raise PermissionError(13, "Permission denied", str(self))
         return real(self)
 
-    real_open = open
+    real_read = check.read_source
 
-    def open_(name: str, *args: object, **kwargs: object) -> object:
-        if str(name).endswith("secret.py"):
-            raise PermissionError(13, "Permission denied", str(name))
-        return real_open(name, *args, **kwargs)  # type: ignore[call-overload]
+    def read_source(name: str) -> bytes:
+        if name.endswith("secret.py"):
+            raise PermissionError(13, "Permission denied", name)
+        return real_read(name)
 
     # As root, permission bits do not stop a read: fail the read itself (check
-    # opens files directly; the cache path reads through Path).
+    # reads through read_source; the cache path through Path).
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    monkeypatch.setattr(check, "open", open_, raising=False)
+    monkeypatch.setattr(check, "read_source", read_source)
     code, out, err = run(".")
     assert code == 2
     assert err == ["migrate-v3: error: secret.py: Permission denied"]
@@ -116,3 +116,16 @@ def test_scanner_failure_is_one_error_line_and_the_run_goes_on(tmp_path: Path, m
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "a.py" in result.stderr and "KeyError" in result.stderr
     assert "b.py:1:" in result.stdout
+
+
+def test_read_source_reads_whole_files_whatever_their_reported_size(tmp_path: Path) -> None:
+    from migrate_v3.classify import read_source
+
+    (tmp_path / "empty.py").write_bytes(b"")
+    (tmp_path / "big.py").write_bytes(b"x = 1\n" * 100_000)
+    assert read_source(str(tmp_path / "empty.py")) == b""
+    assert read_source(str(tmp_path / "big.py")) == b"x = 1\n" * 100_000
+    # procfs reports size 0 for files that have content: the read goes on to the end.
+    assert read_source("/proc/self/status").startswith(b"Name:")
+    with pytest.raises(FileNotFoundError):
+        read_source(str(tmp_path / "missing.py"))
