@@ -54,8 +54,8 @@ class FileReport:
             "changed": self.changed,
             "error": self.error,
             "migrated_pct": self.migrated_pct,
-            "rewrites": [f.__dict__ | {"fix": f.fix.value} for f in self.findings],
-            "todos": [f.__dict__ | {"fix": f.fix.value} for f in self.todos],
+            "rewrites": [f._asdict() | {"fix": f.fix.value} for f in self.findings],
+            "todos": [f._asdict() | {"fix": f.fix.value} for f in self.todos],
         }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from migrate_v3.classify import (
 )
 from migrate_v3.config import Settings
 from migrate_v3.discover import discover
-from migrate_v3.findings import FileResult, plain_lines
+from migrate_v3.findings import FileResult, Record, plain_lines
 from migrate_v3.rules import matches
 from migrate_v3.workers import fork_is_safe, fork_map
 
@@ -32,10 +31,14 @@ from migrate_v3.workers import fork_is_safe, fork_map
 _PARALLEL_THRESHOLD = 64
 
 
-@dataclass
-class CheckReport:
-    files: list[FileResult] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
+class CheckReport(Record):
+    """Every file's result, in path order, and one line per file or path that could not be checked."""
+
+    __slots__ = ("files", "errors")
+
+    def __init__(self, files: list[FileResult] | None = None, errors: list[tuple[str, str]] | None = None) -> None:
+        self.files: list[FileResult] = [] if files is None else files
+        self.errors: list[tuple[str, str]] = [] if errors is None else errors  # (path, one-line reason)
 
     @property
     def findings_count(self) -> int:

@@ -6,12 +6,11 @@ import codecs
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.util import MAGIC_NUMBER, cache_from_source, source_hash
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from migrate_v3.findings import FileResult, Finding, finding_of
+from migrate_v3.findings import FileResult, Finding, Record, finding_of
 from migrate_v3.scan import Scan, scan_raw, syntax_error
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.M)
@@ -101,16 +100,22 @@ def kind_of(scan: Scan) -> str:
     return "neutral"
 
 
-@dataclass
-class Classified:
+class Classified(Record):
     """A file's result plus the imports that may point at other packages' code."""
 
-    result: FileResult
-    relative_imports: list[tuple[str, int, int]] = field(default_factory=list)
-    absolute_arch_imports: list[tuple[str, int, int]] = field(default_factory=list)
-    #: (package, target file, line, col) of the imports into other architecture
-    #: packages, when the worker already resolved them (check.dependency_candidates).
-    dependencies: list[tuple[str, str, int, int]] | None = None
+    __slots__ = ("result", "relative_imports", "absolute_arch_imports", "dependencies")
+
+    def __init__(
+        self, result: FileResult, relative_imports: list[tuple[str, int, int]] | None = None,
+        absolute_arch_imports: list[tuple[str, int, int]] | None = None,
+        dependencies: list[tuple[str, str, int, int]] | None = None,
+    ) -> None:
+        self.result = result
+        self.relative_imports: list[tuple[str, int, int]] = relative_imports or []
+        self.absolute_arch_imports: list[tuple[str, int, int]] = absolute_arch_imports or []
+        #: (package, target file, line, col) of the imports into other architecture
+        #: packages, when the worker already resolved them (check.dependency_candidates).
+        self.dependencies = dependencies
 
 
 #: What ``check`` ships between processes and caches for one file:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from migrate_v3.findings import Record
 
 
 def _toml(text: str) -> dict[str, Any]:
@@ -23,18 +24,21 @@ class ConfigError(Exception):
     """A pyproject.toml that cannot be read or has an unknown setting."""
 
 
-@dataclass
-class Settings:
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    jobs: int = 0  # 0: one worker per core
-    cache: bool = True
-    cache_dir: str = ".migrate_v3_cache"
-    syntax: bool = True
-    format: str = "text"
-    root: Path = field(default_factory=Path.cwd)
-    source: Path | None = None  # the pyproject.toml read, if any
+class Settings(Record):
+    """check's settings: [tool.migrate-v3] keys (dashes or underscores), then flags."""
+
+    __slots__ = ("select", "ignore", "exclude", "jobs", "cache", "cache_dir", "syntax", "format", "root", "source")
+
+    def __init__(
+        self, *, select: tuple[str, ...] = (), ignore: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
+        jobs: int = 0, cache: bool = True, cache_dir: str = ".migrate_v3_cache", syntax: bool = True,
+        format: str = "text", root: Path | None = None, source: Path | None = None,
+    ) -> None:
+        self.select, self.ignore, self.exclude = select, ignore, exclude
+        self.jobs = jobs  # 0: one worker per core
+        self.cache, self.cache_dir, self.syntax, self.format = cache, cache_dir, syntax, format
+        self.root: Path = Path.cwd() if root is None else root
+        self.source = source  # the pyproject.toml read, if any
 
 
 _LISTS = {"select", "ignore", "exclude"}
@@ -64,7 +68,7 @@ def load_settings(start: Path) -> Settings:
     if path is None:
         return settings
     table: dict[str, Any] = _toml(path.read_text(encoding="utf-8"))["tool"]["migrate-v3"]
-    known = {f.name.replace("_", "-"): f.name for f in fields(Settings)} | {f.name: f.name for f in fields(Settings)}
+    known = {name.replace("_", "-"): name for name in Settings.__slots__} | {name: name for name in Settings.__slots__}
     for key, value in table.items():
         if isinstance(value, dict):
             continue  # sub-tables (e.g. [tool.migrate-v3.verify]) belong to their commands

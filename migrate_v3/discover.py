@@ -15,9 +15,10 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from migrate_v3.findings import Record
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
@@ -26,10 +27,14 @@ DEFAULT_EXCLUDES = (
 )
 
 
-@dataclass
-class Discovery:
-    files: list[str] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+class Discovery(Record):
+    """The files found, and one line per path that could not be walked."""
+
+    __slots__ = ("files", "errors")
+
+    def __init__(self) -> None:
+        self.files: list[str] = []
+        self.errors: list[tuple[str, str]] = []  # (path, reason)
 
 
 @lru_cache(maxsize=64)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -46,19 +45,48 @@ def plain_lines(path: str, findings: Iterable[tuple[int, int, str, str]]) -> str
 sort_key = attrgetter("line", "col", "code", "message")
 
 
-@dataclass
-class FileResult:
+class Record:
+    """Plain data, compared and shown by the names in ``__slots__`` (less ``_unshown``).
+
+    Not dataclasses: ``check`` starts in tens of milliseconds, and importing
+    ``dataclasses`` (with the ``inspect`` module it pulls in) and building its
+    classes would take ~9 ms of that, so the records on check's path are spelled out.
+    """
+
+    __slots__ = ()
+    _unshown: frozenset[str] = frozenset()
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def _shown(self) -> tuple[tuple[str, Any], ...]:
+        names: tuple[str, ...] = self.__slots__  # each subclass names its fields
+        return tuple((n, getattr(self, n)) for n in names if n not in self._unshown)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Record) and type(other) is type(self) and self._shown() == other._shown()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in self._shown())})"
+
+
+class FileResult(Record):
     """What ``check`` learned about one file."""
 
-    path: str
-    kind: str  # "v2" | "v3" | "mixed" | "neutral" | "error"
-    release: str | None = None
-    findings: list[Finding] = field(default_factory=list)
-    depends_on: list[str] = field(default_factory=list)
-    error: str | None = None
-    #: ``plain_lines(path, findings)`` when a check worker made them (None: make them
-    #: when needed); whoever changes ``findings`` afterwards sets it back to None.
-    text: str | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("path", "kind", "release", "findings", "depends_on", "error", "text")
+    _unshown = frozenset({"text"})
+
+    def __init__(
+        self, path: str, kind: str, release: str | None = None, findings: list[Finding] | None = None,
+        depends_on: list[str] | None = None, error: str | None = None, text: str | None = None,
+    ) -> None:
+        self.path = path
+        self.kind = kind  # "v2" | "v3" | "mixed" | "neutral" | "error"
+        self.release = release
+        self.findings: list[Finding] = [] if findings is None else findings
+        self.depends_on: list[str] = [] if depends_on is None else depends_on
+        self.error = error
+        #: ``plain_lines(path, findings)`` when a check worker made them (None: make them
+        #: when needed); whoever changes ``findings`` afterwards sets it back to None.
+        self.text = text
 
     def to_json(self) -> dict[str, Any]:
         """``asdict(self)`` with each finding's fix, spelled out (asdict deep-copies slowly)."""

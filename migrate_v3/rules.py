@@ -9,8 +9,8 @@ before/after example that ``tests/test_rules.py`` finds in the fixtures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Fix(str, Enum):
@@ -21,8 +21,7 @@ class Fix(str, Enum):
     MANUAL = "manual"
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     code: str
     name: str
     fix: Fix

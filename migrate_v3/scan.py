@@ -15,13 +15,12 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import lru_cache
 from symtable import symtable
 from types import ModuleType
 from typing import NamedTuple
 
-from migrate_v3.findings import Finding, finding_of
+from migrate_v3.findings import Finding, Record, finding_of
 from migrate_v3.knowledge import symbols as K
 
 _speedups: ModuleType | None
@@ -416,18 +415,19 @@ def lookup(qualified: str, *, nn_is_v3: bool) -> Resolved:
 # --- the scan ----------------------------------------------------------------------------
 
 
-@dataclass
-class Scan:
+class Scan(Record):
     """Everything ``classify`` needs from one file."""
 
-    v2: bool = False
-    v3: bool = False
-    interop: bool = False
-    release: str | None = None
-    findings: list[Finding] = field(default_factory=list)
-    relative_imports: list[tuple[str, int, int]] = field(default_factory=list)  # (target, line, col)
-    absolute_arch_imports: list[tuple[str, int, int]] = field(default_factory=list)
-    todo_markers: int = 0
+    __slots__ = ("v2", "v3", "interop", "release", "findings", "relative_imports", "absolute_arch_imports",
+                 "todo_markers")
+
+    def __init__(self) -> None:
+        self.v2 = self.v3 = self.interop = False
+        self.release: str | None = None
+        self.findings: list[Finding] = []
+        self.relative_imports: list[tuple[str, int, int]] = []  # (target, line, col)
+        self.absolute_arch_imports: list[tuple[str, int, int]] = []
+        self.todo_markers = 0
 
 
 class _Positions:

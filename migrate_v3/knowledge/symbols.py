@@ -13,10 +13,9 @@ migrate_v3.knowledge.regenerate``; the hand-curated tables below cite
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _DATA = Path(__file__).with_name("max_26_7.json")
 
@@ -28,8 +27,7 @@ def derived() -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class Symbol:
+class Symbol(NamedTuple):
     """A V2 symbol: the rule that covers it and, when one exists, its V3 home."""
 
     code: str
