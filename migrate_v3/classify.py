@@ -24,13 +24,14 @@ def read_source(path: str) -> bytes:
     """The bytes of one file, with the fewest system calls and objects (check reads thousands)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        size = os.fstat(fd).st_size
-        chunks = [os.read(fd, size + 1)]  # one read, and a second to see the end
-        while chunks[-1]:
-            chunks.append(os.read(fd, max(size, 1 << 16)))
+        want = os.fstat(fd).st_size + 1  # a byte more than the size: a short read is the whole file
+        chunks = [os.read(fd, want)]
+        if len(chunks[0]) == want:  # more than the size said (a growing file, procfs): read to the end
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 2 else b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def decode(data: bytes) -> str:
@@ -160,8 +161,8 @@ def unpack(
     """``Packed`` data (from a worker or the cache) -> the Classified it stands for."""
     kind, release, error, findings, rel, absolute = packed
     result = FileResult(path, kind, release, list(map(finding_of, findings)), error=error, text=text)
-    resolved = None if dependencies is None else [tuple(x) for x in dependencies]
-    return Classified(result, [tuple(x) for x in rel], [tuple(x) for x in absolute], resolved)
+    # marshal (workers, the cache) gives back tuples as tuples: no copies needed.
+    return Classified(result, rel, absolute, dependencies)  # type: ignore[arg-type]
 
 
 def classify_file(path: Path, *, check_syntax: bool = True) -> Classified:

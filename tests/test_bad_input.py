@@ -127,5 +127,7 @@ def test_read_source_reads_whole_files_whatever_their_reported_size(tmp_path: Pa
     assert read_source(str(tmp_path / "big.py")) == b"x = 1\n" * 100_000
     # procfs reports size 0 for files that have content: the read goes on to the end.
     assert read_source("/proc/self/status").startswith(b"Name:")
+    with open("/proc/self/maps", "rb") as f:  # procfs hands it over a page at a time
+        assert len(read_source("/proc/self/maps")) > 4096 and len(f.read()) > 4096
     with pytest.raises(FileNotFoundError):
         read_source(str(tmp_path / "missing.py"))
