@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -27,8 +28,9 @@ class Finding(NamedTuple):
         return RULES[self.code].fix
 
 
-#: A Finding from a (line, col, code, message) tuple, without unpacking it.
-finding_of = Finding._make
+#: A Finding from a (line, col, code, message) tuple: ``Finding._make`` without its
+#: Python-level length check (the tuples come from the scanner), all in C.
+finding_of = partial(tuple.__new__, Finding)
 
 
 #: Rule code -> the label of its fix ("auto", "unsafe", "manual").
