@@ -205,7 +205,7 @@ def write_text(report: CheckReport, out: IO[str], *, terminal: bool) -> None:
     if not terminal:
         lines = [f.text if f.text is not None else plain_lines(f.path, f.findings) for f in report.files]
         lines.append(_summary_line(s) + "\n")
-        out.write("".join(lines))
+        out.writelines(lines)  # not one big join: 3 MB of text would be built, then encoded whole
         return
     from rich.console import Console
     from rich.table import Table
