@@ -785,6 +785,49 @@ static PyObject *py_located(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* Appends (line, col), 1-based, of each offset (sorted) to out; -1 on error. */
+INLINE int line_cols(const int kind, const Text *t, PyObject *offsets, PyObject *out) {
+    Py_ssize_t line = 1, line_start = 0, last = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(offsets); k++) {
+        Py_ssize_t pos = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, k));
+        if (pos == -1 && PyErr_Occurred())
+            return -1;
+        if (pos < last || pos > t->len) {
+            PyErr_SetString(PyExc_ValueError, "offsets must be sorted and inside the text");
+            return -1;
+        }
+        for (; last < pos; last++)
+            if (AT(t, last) == '\n') {
+                line++;
+                line_start = last + 1;
+            }
+        PyObject *place = Py_BuildValue("(nn)", line, pos - line_start + 1);
+        int status = place == NULL ? -1 : PyList_Append(out, place);
+        Py_XDECREF(place);
+        if (status < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* scan._Positions for sorted offsets, all at once. */
+static PyObject *py_line_cols(PyObject *self, PyObject *args) {
+    PyObject *obj, *offsets;
+    if (!PyArg_ParseTuple(args, "UO!:line_cols", &obj, &PyList_Type, &offsets))
+        return NULL;
+    Text t;
+    if (text_of(obj, &t) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    int status = 0;
+    BY_KIND(t.kind, status = line_cols(kind, &t, offsets, out));
+    if (status < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"triple_quoted", py_triple_quoted, METH_O, "(starts, ends) of the triple-quoted strings of a source."},
     {"use_groups", py_use_groups, METH_VARARGS,
@@ -794,6 +837,7 @@ static PyMethodDef methods[] = {
     {"import_parts", py_import_parts, METH_VARARGS, "What one import statement's names bind."},
     {"find_all", py_find_all, METH_VARARGS, "Offsets of each needle, all found in one pass."},
     {"located", py_located, METH_VARARGS, "Sorted (offset, code, message) sites as (line, col, code, message)."},
+    {"line_cols", py_line_cols, METH_VARARGS, "(line, col) of each of a sorted list of offsets."},
     {"in_line_string_or_comment", py_in_line_string_or_comment, METH_VARARGS,
      "Whether an offset sits in a one-line string or a comment of its line."},
     {NULL, NULL, 0, NULL},

@@ -490,58 +490,58 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         return result, findings
     strings = _triple_quoted(text)
     s_starts, s_ends = strings.starts, strings.ends
-    imports: list[tuple[str, str, int, bool]] = []  # (local name, qualified target, offset, star)
     import_spans = _Spans()
     if _speedups is not None:
         statements = _speedups.import_statements(text, s_starts, s_ends)
     else:
         statements = _import_statements(text, strings)
-    nn_is_v3 = False  # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy.
-    for line_start, end, module, body, base in statements:
-        parts, marks_nn_v3 = _import_parts(module, body)
-        nn_is_v3 = nn_is_v3 or marks_nn_v3
-        for local, target, off, star in parts:
-            imports.append((local, target, base + off, star))
-        import_spans.starts.append(line_start)
-        import_spans.ends.append(end)
+    # 26.1 put ModuleV3 at max.nn and V2 at max.nn.legacy: that changes what every import means.
+    nn_is_v3 = any([_import_parts(module, body)[1] for _, _, module, body, _ in statements])
     position = _Positions(text)
     raw: list[tuple[int, str, str]] = []  # (pos, code, message)
-
     aliases: dict[str, str] = {}
     effects = _EFFECTS[nn_is_v3]
-    for local, target, at, star in imports:
-        if target.startswith("."):
-            line, col = position(at)
-            result.relative_imports.append((target, line, col))
-            continue
-        effect = effects.get(target)
-        if effect is None:
-            effect = effects[target] = _import_effect(target, nn_is_v3)
-        if effect.architecture:
-            line, col = position(at)
-            result.absolute_arch_imports.append((target, line, col))
-        if star:
-            resolved = _resolve(target + ".*", nn_is_v3)
-            if resolved.kind == "v3":
+    located: list[tuple[bool, str, int]] = []  # (relative?, target, offset) of imports that may name other packages
+    for line_start, end, module, body, base in statements:
+        import_spans.starts.append(line_start)
+        import_spans.ends.append(end)
+        for local, target, off, star in _import_parts(module, body)[0]:
+            at = base + off
+            if target.startswith("."):
+                located.append((True, target, at))
+                continue
+            effect = effects.get(target)
+            if effect is None:
+                effect = effects[target] = _import_effect(target, nn_is_v3)
+            if effect.architecture:
+                located.append((False, target, at))
+            if star:
+                resolved = _resolve(target + ".*", nn_is_v3)
+                if resolved.kind == "v3":
+                    result.v3 = True
+                    result.release = result.release or _release_of(target)
+                elif _under(target, K.V2_NN) or _under(target, K.GRAPH):
+                    result.v2 = True
+                    raw.append((at, "MV302", f"from {target} import *: import the names you use"))
+                continue
+            aliases[local] = target
+            if effect.v3:
                 result.v3 = True
-                result.release = result.release or _release_of(target)
-            elif _under(target, K.V2_NN) or _under(target, K.GRAPH):
+            if effect.release is not None:
+                result.release = _older(result.release, effect.release)
+            if effect.mv311 is not None:
+                raw.append((at, "MV311", effect.mv311))
+            if effect.v2:
                 result.v2 = True
-                raw.append((at, "MV302", f"from {target} import *: import the names you use"))
-            continue
-        aliases[local] = target
-        if effect.v3:
-            result.v3 = True
-        if effect.release is not None:
-            result.release = _older(result.release, effect.release)
-        if effect.mv311 is not None:
-            raw.append((at, "MV311", effect.mv311))
-        if effect.v2:
-            result.v2 = True
-        elif effect.interop:
-            result.interop = True
-        if effect.mv310 is not None:
-            raw.append((at, "MV310", f"import {local}: {effect.mv310}"))
+            elif effect.interop:
+                result.interop = True
+            if effect.mv310 is not None:
+                raw.append((at, "MV310", f"import {local}: {effect.mv310}"))
+    if located:
+        starts = [at for _, _, at in located]
+        places = _speedups.line_cols(text, starts) if _speedups is not None else [position(at) for at in starts]
+        for (relative, target, _), (line, col) in zip(located, places, strict=True):
+            (result.relative_imports if relative else result.absolute_arch_imports).append((target, line, col))
 
     _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
     if result.v2:

@@ -180,3 +180,14 @@ def test_find_all_and_located_reject_bad_arguments() -> None:
         _speedups().located("ab", [(1, "MV310", "m"), (0, "MV310", "m")])  # not sorted
     with pytest.raises(TypeError):
         _speedups().located("ab", [(0, "MV310")])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXT, st.data())
+def test_line_cols(text: str, data: st.DataObject) -> None:
+    offsets = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(text)), max_size=10)))
+    position = scan._Positions(text)
+    assert _speedups().line_cols(text, offsets) == [position(at) for at in offsets]
+    if len(offsets) > 1 and offsets[0] != offsets[-1]:
+        with pytest.raises(ValueError):
+            _speedups().line_cols(text, offsets[::-1])
