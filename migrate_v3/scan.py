@@ -286,6 +286,10 @@ def _import_parts(module: str | None, body: str) -> tuple[tuple[tuple[str, str, 
     """``_import_parts_py`` (in C when built), and whether a name it binds says that
     ``max.nn`` is ModuleV3 (26.1). Import lines repeat across files: cached."""
     parts = _import_parts_py(module, body) if _speedups is None else _speedups.import_parts(module, body)
+    if "tensor" not in body and "functional" not in body and "legacy" not in body and (
+        module is None or ("tensor" not in module and "functional" not in module and "legacy" not in module)
+    ):
+        return parts, False  # no name it binds can be under max.tensor, max.functional or max.nn.legacy
     return parts, any(t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in parts)
 
 
@@ -372,11 +376,16 @@ def _lookup_ops(parts: list[str]) -> Resolved:
     return Resolved("interop", "MV370", f"ops.{op} -> F.{op}")
 
 
+#: Every namespace ``lookup`` knows something about (a prefix test: a longer
+#: name such as max.nnx goes on to the full test, which rejects it).
+_KNOWN_ROOTS = (*K.V3_NAMESPACES, K.V2_NN, K.GRAPH, K.PIPELINES_LIB)
+
+
 @lru_cache(maxsize=65536)
 def lookup(qualified: str, *, nn_is_v3: bool) -> Resolved:
     """Classify one fully qualified name used by a file."""
-    if not qualified.startswith("max"):
-        return _NONE
+    if not qualified.startswith(_KNOWN_ROOTS):
+        return _NONE  # max.dtype.DType, max.driver...: nothing below names them
     if _release_of(qualified):
         return _V3
     parts = qualified.split(".")
@@ -614,12 +623,15 @@ class _ImportEffect(NamedTuple):
     mv310: str | None  # an import finding's message, after "import <local name>: "
 
 
+_NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None)
 #: ``_import_effect`` results by nn_is_v3.
 _EFFECTS: tuple[dict[str, _ImportEffect], dict[str, _ImportEffect]] = ({}, {})
 
 
 def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
     resolved = _resolve(target, nn_is_v3)
+    if resolved is _NONE and not target.startswith((K.V2_LEGACY_NAMESPACE, K.ARCHITECTURES)):
+        return _NO_EFFECT  # most imports: a name none of the rules is about
     release: str | None = None
     mv311 = mv310 = None
     if resolved.kind == "v3":
