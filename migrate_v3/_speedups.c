@@ -7,6 +7,7 @@
  * whole installed max tree and on generated text); scan.py falls back to the
  * Python twins when this module is not built.
  */
+#define _GNU_SOURCE /* memmem, memrchr */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
@@ -78,6 +79,42 @@ static int offsets_of(PyObject *list, Offsets *out) {
         }
     }
     return 0;
+}
+
+/* A set of character pairs (both below 256): 65,536 bits. A needle's first two
+ * characters go in, so one look-up per text position rules out almost every
+ * position without a data-dependent branch (1-byte strings only). */
+typedef struct {
+    uint64_t bits[1024];
+} Pairs;
+
+static inline void pairs_add(Pairs *set, Py_UCS4 a, Py_UCS4 b) {
+    unsigned key = (unsigned)a << 8 | (unsigned)b;
+    set->bits[key >> 6] |= (uint64_t)1 << (key & 63);
+}
+
+static inline int pairs_has(const Pairs *set, unsigned a, unsigned b) {
+    unsigned key = a << 8 | b;
+    return (int)(set->bits[key >> 6] >> (key & 63)) & 1;
+}
+
+/* Adds a needle's first two characters (any second one for a one-character needle);
+ * returns 0 when they do not fit (a character above 255), then no position is ruled out. */
+static int pairs_add_needle(Pairs *set, PyObject *needle) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(needle);
+    Py_UCS4 a = n > 0 ? PyUnicode_READ_CHAR(needle, 0) : 0;
+    if (n == 0 || a > 255)
+        return 0;
+    if (n == 1) {
+        for (unsigned b = 0; b < 256; b++)
+            pairs_add(set, a, b);
+        return 1;
+    }
+    Py_UCS4 b = PyUnicode_READ_CHAR(needle, 1);
+    if (b > 255)
+        return 0;
+    pairs_add(set, a, b);
+    return 1;
 }
 
 /* scan._inside for offsets asked in increasing order: *cursor only moves forward. */
@@ -266,6 +303,50 @@ typedef struct {
 
 /* Adds each use to out (see add_use); -1 on error. A use starts a run of word
  * characters that no "." precedes, and the run is one of the names. */
+/* The rest of `uses` at one candidate start; 1 when it was not a use, 0 when added, -1 on error.
+ * *next is where the scan goes on. */
+INLINE int use_at(const int kind, const Text *t, const UsesQuery *q, Py_ssize_t start, Py_ssize_t *i_cursor,
+                  Py_ssize_t *s_cursor, Py_ssize_t *next, PyObject *out) {
+    Py_ssize_t end = start + 1;
+    while (end < t->len && is_word(AT(t, end)))
+        end++;
+    *next = end;
+    Py_ssize_t size = end - start;
+    if (size < q->shortest || size > q->longest || (size < 64 && !((q->lengths >> size) & 1)) ||
+        !is_name(kind, t, start, end, q->names))
+        return 1;
+    if (inside(&q->i_starts, &q->i_ends, i_cursor, start) || inside(&q->s_starts, &q->s_ends, s_cursor, start) ||
+        in_line_string_or_comment(kind, t, start))
+        return 1;
+    return add_use(t->obj, out, start, dotted_end(kind, t, end));
+}
+
+/* `uses` for 1-byte strings: a position is looked at only when its character pair
+ * starts a name and what precedes it is neither a word character nor ".". */
+static int uses_1byte(const Text *t, const UsesQuery *q, const Pairs *pairs, PyObject *out) {
+    const int kind = PyUnicode_1BYTE_KIND;
+    const Py_UCS1 *p = (const Py_UCS1 *)t->data;
+    const Py_ssize_t len = t->len;
+    Py_ssize_t s_cursor = 0, i_cursor = 0, i = 0;
+    while (i < len) {
+        /* The tight part: on to the next position whose pair starts a name (the last
+         * position pairs with 0, which only one-character names accept). */
+        while (i + 1 < len && !pairs_has(pairs, p[i], p[i + 1]))
+            i++;
+        if (i + 1 >= len && (i >= len || !pairs_has(pairs, p[i], 0)))
+            break;
+        if (i > 0 && (WORD[p[i - 1]] || p[i - 1] == '.')) {
+            i++;
+            continue;
+        }
+        Py_ssize_t next;
+        if (use_at(kind, t, q, i, &i_cursor, &s_cursor, &next, out) < 0)
+            return -1;
+        i = next;
+    }
+    return 0;
+}
+
 INLINE int uses(const int kind, const Text *t, const UsesQuery *q, PyObject *out) {
     const Py_ssize_t len = t->len;
     Py_ssize_t s_cursor = 0, i_cursor = 0;
@@ -334,7 +415,14 @@ static PyObject *py_use_groups(PyObject *self, PyObject *args) {
         offsets_of(lists[2], &q.i_starts) == 0 && offsets_of(lists[3], &q.i_ends) == 0 &&
         (out = PyDict_New()) != NULL) {
         int status = 0;
-        BY_KIND(t.kind, status = uses(kind, &t, &q, out));
+        Pairs pairs = {{0}};
+        int fits = 1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(q.names) && fits; k++)
+            fits = pairs_add_needle(&pairs, PyTuple_GET_ITEM(q.names, k));
+        if (t.kind == PyUnicode_1BYTE_KIND && fits)
+            status = uses_1byte(&t, &q, &pairs, out);
+        else
+            BY_KIND(t.kind, status = uses(kind, &t, &q, out));
         if (status < 0)
             Py_CLEAR(out);
     }
@@ -661,7 +749,18 @@ INLINE int find_all(const int kind, const Text *t, PyObject *needles, PyObject *
         else
             wide |= (uint64_t)1 << k;
     }
+    Pairs pairs = {{0}};
+    int fits = kind == PyUnicode_1BYTE_KIND;
+    for (Py_ssize_t k = 0; k < count && fits; k++)
+        fits = pairs_add_needle(&pairs, PyTuple_GET_ITEM(needles, k));
     for (Py_ssize_t i = 0; i < t->len; i++) {
+        if (fits) { /* on to the next position whose pair starts a needle */
+            const Py_UCS1 *p = (const Py_UCS1 *)t->data;
+            while (i + 1 < t->len && !pairs_has(&pairs, p[i], p[i + 1]))
+                i++;
+            if (i + 1 >= t->len && (i >= t->len || !pairs_has(&pairs, p[i], 0)))
+                break;
+        }
         Py_UCS4 c = AT(t, i);
         uint64_t candidates = c < 256 ? by_head[c] : wide;
         while (candidates) {
@@ -726,6 +825,30 @@ static PyObject *py_find_all(PyObject *self, PyObject *args) {
     return lists;
 }
 
+/* Moves *last up to pos, counting the line ends on the way into *line and keeping
+ * *line_start at the start of pos's line. */
+INLINE void advance(const int kind, const Text *t, Py_ssize_t pos, Py_ssize_t *last, Py_ssize_t *line,
+                    Py_ssize_t *line_start) {
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)t->data;
+        Py_ssize_t ends = 0;
+        for (Py_ssize_t i = *last; i < pos; i++) /* a counting loop the compiler vectorizes */
+            ends += p[i] == '\n';
+        if (ends) {
+            *line += ends;
+            const Py_UCS1 *nl = memrchr(p + *last, '\n', (size_t)(pos - *last));
+            *line_start = nl - p + 1;
+        }
+        *last = pos;
+        return;
+    }
+    for (; *last < pos; (*last)++)
+        if (AT(t, *last) == '\n') {
+            (*line)++;
+            *line_start = *last + 1;
+        }
+}
+
 /* Appends scan._located_py's findings to out (no suppressions); -1 on error. */
 INLINE int located(const int kind, const Text *t, PyObject *raw, PyObject *out) {
     Py_ssize_t line = 1, line_start = 0, last = 0, previous = -1;
@@ -751,11 +874,7 @@ INLINE int located(const int kind, const Text *t, PyObject *raw, PyObject *out) 
             if (same)
                 continue; /* the same rule at the same site: reported once */
         }
-        for (; last < pos; last++)
-            if (AT(t, last) == '\n') {
-                line++;
-                line_start = last + 1;
-            }
+        advance(kind, t, pos, &last, &line, &line_start);
         previous = pos;
         previous_code = code;
         PyObject *finding = Py_BuildValue("(nnOO)", line, pos - line_start + 1, code, PyTuple_GET_ITEM(item, 2));
@@ -796,11 +915,7 @@ INLINE int line_cols(const int kind, const Text *t, PyObject *offsets, PyObject 
             PyErr_SetString(PyExc_ValueError, "offsets must be sorted and inside the text");
             return -1;
         }
-        for (; last < pos; last++)
-            if (AT(t, last) == '\n') {
-                line++;
-                line_start = last + 1;
-            }
+        advance(kind, t, pos, &last, &line, &line_start);
         PyObject *place = Py_BuildValue("(nn)", line, pos - line_start + 1);
         int status = place == NULL ? -1 : PyList_Append(out, place);
         Py_XDECREF(place);
