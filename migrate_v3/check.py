@@ -29,6 +29,8 @@ from migrate_v3.workers import fork_is_safe, fork_map
 
 #: Below this many files to classify, worker processes cost more than they save.
 _PARALLEL_THRESHOLD = 64
+#: Files per pile of work that a process takes at a time.
+_PILE = 16
 
 
 class CheckReport(Record):
@@ -99,13 +101,14 @@ def _classify_todo(
     """
     syntax = settings.syntax
     jobs = settings.jobs or os.cpu_count() or 1
-    piles = min(jobs, len(todo) // (_PARALLEL_THRESHOLD // 2)) if len(todo) >= _PARALLEL_THRESHOLD else 1
-    if piles <= 1:
+    processes = min(jobs, len(todo) // (_PARALLEL_THRESHOLD // 2)) if len(todo) >= _PARALLEL_THRESHOLD else 1
+    if processes <= 1:
         for index, (name, data) in enumerate(todo):
             consume(index, _classify_one(name, data, syntax, text))
         return
-    # Interleaved piles: neighbouring files (same package, same kind of code) split evenly.
-    ranges = [range(k, len(todo), piles) for k in range(piles)]
+    # Small piles of neighbouring files, taken by whichever process is free: files
+    # differ in cost, so fixed halves would leave one process waiting for the other.
+    ranges = [range(start, min(start + _PILE, len(todo))) for start in range(0, len(todo), _PILE)]
 
     def take(pile: int, answer: list[Answer]) -> None:
         for index, result in zip(ranges[pile], answer, strict=True):
@@ -114,13 +117,13 @@ def _classify_todo(
     if fork_is_safe():
         _SHARED[:] = todo
         try:
-            fork_map(lambda indices: _classify_shared(indices, syntax, text), ranges, take)
+            fork_map(lambda indices: _classify_shared(indices, syntax, text), ranges, take, processes)
         finally:
             _SHARED.clear()
     else:
         from migrate_v3.workers import process_pool
 
-        with process_pool(piles) as pool:
+        with process_pool(processes) as pool:
             futures = [pool.submit(_classify_items, [todo[i] for i in r], syntax, text) for r in ranges]
             for pile, future in enumerate(futures):
                 take(pile, future.result())

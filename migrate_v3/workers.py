@@ -6,10 +6,11 @@ threads and compile-pool processes) breaks that process's compile pool:
 the forked children run MAX's exit handlers. So fork only from a process
 that has no other thread and has not imported MAX; otherwise spawn.
 
-``check`` does not need a pool: ``fork_map`` forks one child per pile of
-work, keeps the first pile for itself and reads each child's answer back
-(marshal, through shared memory or a pipe), which costs a few milliseconds
-where a pool's start-up, queues and pickling cost tens. The pool (``process_pool``) is
+``check`` does not need a pool: ``fork_map`` forks the children, and every
+process takes piles of work from a shared queue (a pipe) until none is
+left; the children's answers come back at the end (marshal, through shared
+memory or a pipe). That costs a few milliseconds where a pool's start-up,
+queues and pickling cost tens. The pool (``process_pool``) is
 imported only when spawning is needed.
 """
 
@@ -49,18 +50,33 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
 _SHARED_BYTES = 256 << 20
 
 
-def _child(func: Callable[[T], Any], pile: T, read: int, write: int, shared: mmap.mmap | None) -> None:
+def _take(queue: int) -> int | None:
+    """The next pile index from the shared queue (a pipe of 2-byte indices), or None when empty.
+
+    Every read asks for exactly 2 bytes of a pipe that holds only whole
+    indices, so each read gets one whole index, and no two processes the same.
+    """
+    data = os.read(queue, 2)
+    return int.from_bytes(data, "little") if len(data) == 2 else None
+
+
+def _child(func: Callable[[T], Any], piles: Sequence[T], queue: int, read: int, write: int,
+           shared: mmap.mmap | None) -> None:
     """Runs in the forked child: never returns into the caller's code.
 
-    The answer goes into ``shared`` (the pipe then says b"m"): a pipe holds
-    64 KiB, so a child writing megabytes to one would wait for the parent,
-    which reads only after its own pile, and then hand them over 64 KiB at a
-    time. Without room there, it follows b"p" down the pipe.
+    Takes piles from the queue until it is empty, then hands back
+    [(index, answer), ...]: into ``shared`` (the pipe then says b"m"), since
+    a pipe holds 64 KiB and a child writing megabytes to one would wait for
+    the parent, which reads only when its own piles are done. Without room
+    there, the answer follows b"p" down the pipe.
     """
     status = 1
     try:
         os.close(read)
-        data = marshal.dumps(func(pile))
+        answers = []
+        while (index := _take(queue)) is not None:
+            answers.append((index, func(piles[index])))
+        data = marshal.dumps(answers)
         if shared is not None and len(data) + 8 <= len(shared):
             shared[:8] = len(data).to_bytes(8, "little")
             shared[8 : 8 + len(data)] = data
@@ -71,7 +87,7 @@ def _child(func: Callable[[T], Any], pile: T, read: int, write: int, shared: mma
         while view:
             view = view[os.write(write, view) :]
         status = 0
-    except BaseException:  # noqa: B036 - any failure: the parent redoes the pile
+    except BaseException:  # noqa: B036 - any failure: the parent redoes the child's piles
         pass
     finally:
         os._exit(status)
@@ -84,18 +100,38 @@ def _shared_memory() -> mmap.mmap | None:
         return None
 
 
-def fork_map(func: Callable[[T], Any], piles: Sequence[T], consume: Callable[[int, Any], None]) -> None:
-    """``consume(i, func(piles[i]))`` for every pile, the piles after the first in forked children.
+#: At most this many piles go through the queue (2 bytes each, all written before
+#: any process reads: they must fit in a pipe's 64 KiB).
+_MAX_QUEUED = 16384
 
-    This process runs the first pile and consumes its result while the
-    children still work. ``func`` must return marshal-able data. A child that
-    fails (killed, an exception, data that cannot be marshalled) has its pile
-    redone here, so the result never depends on whether forking worked. Call
-    only when ``fork_is_safe()``.
+
+def fork_map(
+    func: Callable[[T], Any], piles: Sequence[T], consume: Callable[[int, Any], None], processes: int = 2
+) -> None:
+    """``consume(i, func(piles[i]))`` for every pile, in ``processes`` processes: this one
+    and forked children.
+
+    Every process takes the next pile from a shared queue when it is free, so
+    piles of uneven cost still end together. This process consumes its own
+    answers at once (while the children work), the children's at the end.
+    ``func`` must return marshal-able data. A pile that a failed child took
+    (killed, an exception, data that cannot be marshalled) is redone here,
+    so the result never depends on whether forking worked. Call only when
+    ``fork_is_safe()``.
     """
-    children: list[tuple[int, int, mmap.mmap | None]] = []
+    if processes <= 1 or len(piles) <= 1 or len(piles) > _MAX_QUEUED:
+        for index, pile in enumerate(piles):
+            consume(index, func(pile))
+        return
+    queue, fill = os.pipe()
     try:
-        for pile in piles[1:]:
+        os.write(fill, b"".join(i.to_bytes(2, "little") for i in range(len(piles))))
+    finally:
+        os.close(fill)
+    children: list[tuple[int, int, mmap.mmap | None]] = []
+    done: set[int] = set()
+    try:
+        for _ in range(processes - 1):
             read, write = os.pipe()
             shared = _shared_memory()
             try:
@@ -103,50 +139,59 @@ def fork_map(func: Callable[[T], Any], piles: Sequence[T], consume: Callable[[in
             except OSError:
                 os.close(read)
                 os.close(write)
-                children.append((-1, -1, shared))
+                if shared is not None:
+                    shared.close()
                 continue
             if pid == 0:
-                _child(func, pile, read, write, shared)
+                _child(func, piles, queue, read, write, shared)
             os.close(write)
             children.append((pid, read, shared))
-        if piles:
-            consume(0, func(piles[0]))
-        for i, pile in enumerate(piles[1:], start=1):
+        while (mine := _take(queue)) is not None:
+            consume(mine, func(piles[mine]))
+            done.add(mine)
+        while children:
             pid, read, shared = children.pop(0)
-            consume(i, _collect(func, pile, pid, read, shared))
+            for theirs, answer in _collect(pid, read, shared):
+                if theirs not in done:
+                    consume(theirs, answer)
+                    done.add(theirs)
+        for missing, pile in enumerate(piles):  # taken by a child that failed
+            if missing not in done:
+                consume(missing, func(pile))
     finally:
+        os.close(queue)
         for pid, read, shared in children:  # the parent failed: stop and reap the children
-            if pid > 0:
-                try:
-                    os.close(read)
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                except OSError:
-                    pass
+            try:
+                os.close(read)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
             if shared is not None:
                 shared.close()
 
 
-def _collect(func: Callable[[T], Any], pile: T, pid: int, read: int, shared: mmap.mmap | None) -> Any:
+def _collect(pid: int, read: int, shared: mmap.mmap | None) -> list[tuple[int, Any]]:
+    """A child's [(index, answer), ...]; [] when it failed (its piles are then redone)."""
     try:
-        if pid < 0:
-            return func(pile)
         chunks = []
         with os.fdopen(read, "rb") as stream:
             while chunk := stream.read(1 << 20):
                 chunks.append(chunk)
         _, status = os.waitpid(pid, 0)
         if status != 0:
-            return func(pile)
+            return []
         data = b"".join(chunks)
         if data == b"m" and shared is not None:
             size = int.from_bytes(shared[:8], "little")
-            return marshal.loads(shared[8 : 8 + size])
-        if data[:1] == b"p":
-            return marshal.loads(data[1:])
-        return func(pile)
+            answers = marshal.loads(shared[8 : 8 + size])
+        elif data[:1] == b"p":
+            answers = marshal.loads(data[1:])
+        else:
+            return []
+        return [(index, answer) for index, answer in answers]
     except (EOFError, ValueError, TypeError):
-        return func(pile)
+        return []
     finally:
         if shared is not None:
             shared.close()

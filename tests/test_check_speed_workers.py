@@ -28,21 +28,38 @@ def test_results_come_back_in_pile_order() -> None:
 
 
 def test_big_answers_come_back_whole_through_shared_memory_or_the_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
-    piles = [[k] * 3 for k in range(3)]
+    parent = os.getpid()
+    piles = [[k] * 3 for k in range(6)]
 
     def func(pile: list[int]) -> list[object]:
+        if os.getpid() == parent:
+            time.sleep(0.05)  # slow here: the child takes piles too
         return [os.getpid(), *(str(x) * 400_000 for x in pile)]  # 1.2 MB: more than a pipe holds
 
     def check() -> None:
         got = _collect(func, piles)
         assert [answer[1:] for answer in got] == [func(p)[1:] for p in piles]
-        assert got[0][0] == os.getpid() and os.getpid() not in {got[1][0], got[2][0]}  # not redone here
+        assert {answer[0] for answer in got} - {parent}  # some came back from the child
 
     check()  # through shared memory
     monkeypatch.setattr(workers, "_SHARED_BYTES", 1024)
     check()  # too big for it: down the pipe
     monkeypatch.setattr(workers, "_shared_memory", lambda: None)
     check()  # no shared memory at all
+
+
+def test_free_processes_take_the_next_pile() -> None:
+    """Uneven piles: the process that finishes early takes more of them."""
+    parent = os.getpid()
+
+    def func(pile: list[int]) -> int:
+        time.sleep(0.2 if pile[0] == 0 else 0.002)  # pile 0 is slow
+        return os.getpid()
+
+    got = _collect(func, [[k] for k in range(20)])
+    slow = got[0]
+    # whoever took the slow pile did few others; the other process did the rest
+    assert got.count(slow) <= 5 and len(set(got)) == 2 and parent in got
 
 
 def test_a_failing_child_has_its_pile_redone_here() -> None:
