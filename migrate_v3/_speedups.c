@@ -10,6 +10,11 @@
 #define _GNU_SOURCE /* memmem, memrchr */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* What these functions are: scan.py uses the module only when this matches its
+ * _SPEEDUPS_API, so a stale build (an old wheel, a build/ directory) is never used.
+ * Bump both whenever a function is added, removed or changes what it returns. */
+#define SPEEDUPS_API 1
 #include <string.h>
 
 typedef struct {
@@ -964,7 +969,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int c = 0; c < 256; c++)
         WORD[c] = c == '_' || Py_UNICODE_ISALNUM((Py_UCS4)c);
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SPEEDUPS_SOURCE_SHA256) < 0) {
+    if (m != NULL && (PyModule_AddStringConstant(m, "SOURCE_SHA256", SPEEDUPS_SOURCE_SHA256) < 0 ||
+                      PyModule_AddIntConstant(m, "API", SPEEDUPS_API) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

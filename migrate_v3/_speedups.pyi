@@ -1,6 +1,7 @@
 """Types of the C speed-ups (migrate_v3/_speedups.c); scan.py holds the Python twins."""
 
 SOURCE_SHA256: str
+API: int
 
 def triple_quoted(text: str, /) -> tuple[list[int], list[int]]: ...
 def use_groups(

@@ -23,11 +23,22 @@ from typing import NamedTuple
 from migrate_v3.findings import Finding, Record, finding_of
 from migrate_v3.knowledge import symbols as K
 
+#: The version of migrate_v3/_speedups.c this module was written for (its SPEEDUPS_API).
+_SPEEDUPS_API = 1
 _speedups: ModuleType | None
 try:  # C versions of the text primitives below (setup.py builds them when it can)
     from migrate_v3 import _speedups
 except ImportError:  # pragma: no cover - exercised where no C compiler was found
     _speedups = None
+
+
+def _current(module: ModuleType | None) -> ModuleType | None:
+    """``module`` when it is a build of the C file this module was written for, else None
+    (a stale build, from an old wheel or a build/ directory, may lack functions or differ)."""
+    return module if module is not None and getattr(module, "API", None) == _SPEEDUPS_API else None
+
+
+_speedups = _current(_speedups)
 
 # --- lexical helpers -------------------------------------------------------------
 

@@ -31,6 +31,18 @@ def test_built_from_the_current_source() -> None:
     assert _speedups().SOURCE_SHA256 == hashlib.sha256(source).hexdigest(), (
         "the built module is stale: run `pip install -e .` again"
     )
+    assert f"#define SPEEDUPS_API {scan._SPEEDUPS_API}\n".encode() in source
+
+
+def test_a_build_of_another_version_is_not_used() -> None:
+    """An old build (a stale wheel or build/ directory) may lack functions or differ in them."""
+    import types
+
+    stale = types.ModuleType("migrate_v3._speedups")
+    stale.API = scan._SPEEDUPS_API - 1  # type: ignore[attr-defined]
+    assert scan._current(stale) is None
+    assert scan._current(types.ModuleType("migrate_v3._speedups")) is None  # older than API itself
+    assert scan._current(_speedups()) is _speedups()
 
 
 def _max_sources() -> Iterator[str]:
