@@ -14,7 +14,11 @@ and the floor any Python implementation pays: the interpreter starting, and
 starting plus reading and decoding every file.
 
 Executables are taken from this interpreter's bin directory when they are
-there (a pyenv shim adds ~50 ms to every run); otherwise from PATH.
+there (a pyenv shim adds ~50 ms to every run); otherwise from PATH. Each
+tool's first run is checked: the benchmark stops if check did not check every
+file, rather than time a broken install. ``--clean-venv`` adds check as a
+user installs it (a regular install in a new venv, where none of this
+interpreter's .pth start-up hooks run; python starts there is a row too).
 migrate-v3 runs as installed: with its modules' bytecode cached (a warm-up
 run writes it even where PYTHONDONTWRITEBYTECODE is set, which would
 otherwise add ~30 ms of compiling to every run of an editable install).
@@ -78,11 +82,42 @@ for d, _, names in os.walk(sys.argv[1]):
 """
 
 
+def _check_runs(exe: str, tree: Path, cwd: Path, env: dict[str, str], files: int) -> None:
+    """Run check once and stop the benchmark unless it checked every file: a broken
+    install (an editable one pointing at a deleted checkout, say) exits in milliseconds
+    and would otherwise be timed as a very fast check."""
+    proc = subprocess.run([exe, "check", "--no-cache", str(tree)], cwd=cwd, env=env, capture_output=True, text=True)
+    last = proc.stdout.rstrip().rpartition("\n")[2]
+    if proc.returncode not in (0, 1) or not last.startswith(f"Checked {files} files"):
+        sys.exit(f"{exe} check did not run (exit {proc.returncode}): {(last or proc.stderr)[-300:]}")
+
+
+def _speedups_state() -> str:
+    from migrate_v3 import scan
+
+    return "built and used" if scan._speedups is not None else "NOT built: the Python fallback runs"
+
+
+def _clean_venv(path: Path) -> Path:
+    """A new venv (none of this interpreter's site-packages) with this checkout installed normally."""
+    import venv
+
+    venv.create(path, with_pip=False)
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(root)], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--tree", type=Path, default=None, help="default: the installed max package")
     parser.add_argument("--no-context", action="store_true", help="only the four rows the targets use")
+    parser.add_argument("--clean-venv", action="store_true",
+                        help="also time a regular (non-editable) install in a new venv, as a user installs it: "
+                             "no .pth hook of this interpreter's site-packages runs there (needs a C compiler "
+                             "and pip's build isolation)")
     args = parser.parse_args()
     tree = args.tree or _max_dir()
     files = [*tree.rglob("*.py"), *tree.rglob("*.pyi")]
@@ -93,8 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp) / "work"
         cwd.mkdir()
-        subprocess.run([exe, "check", "--no-cache", str(tree)], cwd=cwd, env=tool_env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # warm-up: bytecode
+        _check_runs(exe, tree, cwd, tool_env, len(files))  # also the warm-up: bytecode
         grep1 = f'grep -rn "max.experimental" {tree}'
         grep2 = f'grep -rEn "^\\s*(from|import) max\\.nn" {tree}'
         results = {
@@ -120,10 +154,17 @@ def main() -> int:
             results["  floor: python starts (with site)"] = _time([sys.executable, "-c", "pass"], cwd, args.repeat)
             results["  floor: python starts, reads+decodes all"] = _time(
                 [sys.executable, "-c", _READ_ALL, str(tree)], cwd, args.repeat)
+        if args.clean_venv:
+            venv = _clean_venv(Path(tmp) / "venv")
+            venv_exe = str(venv / "bin" / "migrate-v3")
+            _check_runs(venv_exe, tree, cwd, tool_env, len(files))
+            results["  clean venv: check cold (--no-cache)"] = _time(
+                [venv_exe, "check", "--no-cache", str(tree)], cwd, args.repeat, tool_env)
+            results["  clean venv: python starts"] = _time([str(venv / "bin" / "python"), "-c", "pass"], cwd, args.repeat)
     load_after = os.getloadavg()
     print(f"tree: {tree} ({len(files)} .py/.pyi files, {lines} lines), best of {args.repeat}, "
           f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before / {load_after[0]:.2f} after")
-    print(f"migrate-v3: {exe}\nruff: {ruff}")
+    print(f"migrate-v3: {exe} (C speed-ups: {_speedups_state()})\nruff: {ruff}")
     print(f"  {'command':44s} {'wall':>8s} {'cpu':>8s}")
     for name, (wall, cpu) in results.items():
         print(f"  {name:44s} {wall:7.3f}s {cpu:7.3f}s")
