@@ -891,22 +891,30 @@ INLINE int located(const int kind, const Text *t, PyObject *raw, PyObject *out) 
     return 0;
 }
 
-/* scan._located_py without suppressions: sorted (offset, code, message) -> (line, col, code, message). */
-static PyObject *py_located(PyObject *self, PyObject *args) {
-    PyObject *obj, *raw;
-    if (!PyArg_ParseTuple(args, "UO!:located", &obj, &PyList_Type, &raw))
+/* A function taking (text, a list) and returning a new list that fill() fills. */
+static PyObject *list_of_text_and_list(PyObject *args, const char *format,
+                                       int (*fill)(const Text *, PyObject *, PyObject *)) {
+    PyObject *obj, *list;
+    if (!PyArg_ParseTuple(args, format, &obj, &PyList_Type, &list))
         return NULL;
     Text t;
     if (text_of(obj, &t) < 0)
         return NULL;
     PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    int status = 0;
-    BY_KIND(t.kind, status = located(kind, &t, raw, out));
-    if (status < 0)
+    if (out != NULL && fill(&t, list, out) < 0)
         Py_CLEAR(out);
     return out;
+}
+
+static int located_any(const Text *t, PyObject *raw, PyObject *out) {
+    int status = 0;
+    BY_KIND(t->kind, status = located(kind, t, raw, out));
+    return status;
+}
+
+/* scan._located_py without suppressions: sorted (offset, code, message) -> (line, col, code, message). */
+static PyObject *py_located(PyObject *self, PyObject *args) {
+    return list_of_text_and_list(args, "UO!:located", located_any);
 }
 
 /* Appends (line, col), 1-based, of each offset (sorted) to out; -1 on error. */
@@ -930,22 +938,15 @@ INLINE int line_cols(const int kind, const Text *t, PyObject *offsets, PyObject 
     return 0;
 }
 
+static int line_cols_any(const Text *t, PyObject *offsets, PyObject *out) {
+    int status = 0;
+    BY_KIND(t->kind, status = line_cols(kind, t, offsets, out));
+    return status;
+}
+
 /* scan._Positions for sorted offsets, all at once. */
 static PyObject *py_line_cols(PyObject *self, PyObject *args) {
-    PyObject *obj, *offsets;
-    if (!PyArg_ParseTuple(args, "UO!:line_cols", &obj, &PyList_Type, &offsets))
-        return NULL;
-    Text t;
-    if (text_of(obj, &t) < 0)
-        return NULL;
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    int status = 0;
-    BY_KIND(t.kind, status = line_cols(kind, &t, offsets, out));
-    if (status < 0)
-        Py_CLEAR(out);
-    return out;
+    return list_of_text_and_list(args, "UO!:line_cols", line_cols_any);
 }
 
 static PyMethodDef methods[] = {

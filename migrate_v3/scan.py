@@ -786,15 +786,20 @@ def _scan_uses(
                 _note_positional_use(text, start, end, resolved, rest, result, raw)
             continue
         kind, code = resolved.kind, resolved.code
-        if kind == "v3":
-            result.v3 = True
-        elif kind == "v2":
-            result.v2 = True
-        elif kind == "interop":
-            result.interop = True
+        _mark(result, kind)
         if code is not None and not (kind == "interop" and not rest and code == "MV370"):
             message = resolved.message
             raw.extend([(start, code, message) for start, _ in spans])
+
+
+def _mark(result: Scan, kind: str) -> None:
+    """The file uses a name of this kind."""
+    if kind == "v3":
+        result.v3 = True
+    elif kind == "v2":
+        result.v2 = True
+    elif kind == "interop":
+        result.interop = True
 
 
 def _note_positional_use(
@@ -809,13 +814,7 @@ def _note_positional_use(
         # Deriving from it makes a V2 pipeline model unless the file is ModuleV3
         # (a V3 model may derive from PipelineModelWithKVCache directly).
         resolved = Resolved("interop", resolved.code, resolved.message)
-    kind = resolved.kind
-    if kind == "v3":
-        result.v3 = True
-    elif kind == "v2":
-        result.v2 = True
-    elif kind == "interop":
-        result.interop = True
+    _mark(result, resolved.kind)
     code = resolved.code
     if code in _CONSTRUCTOR_RULES:
         if _in_class_header(text, start):
