@@ -7,6 +7,13 @@ comments, resolves aliases (``import max.nn as nn``, ``from max import nn``)
 to qualified names, and looks those up in ``knowledge.symbols``. Whether the
 file parses at all is checked separately (``syntax_error``), so a syntax error
 never hides findings and findings never need a full parse.
+
+The loops over a file's characters (triple-quoted strings, import statements
+and their names, the uses of imported names, V2 literals, line numbers) run in
+C when ``migrate_v3/_speedups.c`` is built; each has its Python twin here
+(``_triple_quoted_py``, ``_import_statements``, ``_import_parts_py``,
+``_code_use_groups``, ``_find_all_py``, ``_located_py``, ``_Positions``), which
+runs otherwise and which ``tests/test_speedups.py`` holds the C versions to.
 """
 
 from __future__ import annotations
