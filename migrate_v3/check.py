@@ -96,8 +96,8 @@ def _classify_todo(
     worth it; ``text``: answers carry the plain text lines.
 
     Files not read yet (``None``) are read by the process that classifies them.
-    Results arrive pile by pile, this process's own first, so the caller
-    unpacks them while the workers are still busy.
+    This process's answers arrive as it makes them, so the caller unpacks them
+    while the workers are still busy; the workers' come at the end.
     """
     syntax = settings.syntax
     jobs = settings.jobs or os.cpu_count() or 1

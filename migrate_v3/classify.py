@@ -22,7 +22,7 @@ class SourceError(Exception):
 
 def read_source(path: str) -> bytes:
     """The bytes of one file, with the fewest system calls and objects (check reads thousands)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY)
     try:
         want = os.fstat(fd).st_size + 1  # a byte more than the size: a short read is the whole file
         chunks = [os.read(fd, want)]
@@ -69,7 +69,7 @@ def compiled_by_python(path: str, data: bytes) -> bool:
     if not path.endswith(".py"):
         return False
     try:
-        fd = os.open(cache_from_source(path, optimization=""), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(cache_from_source(path, optimization=""), os.O_RDONLY)
         try:
             header = os.read(fd, 16)
             written = os.fstat(fd).st_mtime_ns

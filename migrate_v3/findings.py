@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 from migrate_v3.rules import RULES, Fix
@@ -41,10 +40,6 @@ def plain_lines(path: str, findings: Iterable[tuple[int, int, str, str]]) -> str
     """One file's findings as check's plain text lines: ``path:line:col: CODE [fix] message``."""
     fix = FIX_LABEL
     return "".join([f"{path}:{line}:{col}: {code} [{fix[code]}] {message}\n" for line, col, code, message in findings])
-
-
-#: Sorts findings as their dataclass order does, without a Python-level __lt__ per comparison.
-sort_key = attrgetter("line", "col", "code", "message")
 
 
 class Record:
@@ -98,7 +93,7 @@ class FileResult(Record):
             "release": self.release,
             "findings": [
                 {"line": f.line, "col": f.col, "code": f.code, "message": f.message, "fix": f.fix.value}
-                for f in sorted(self.findings, key=sort_key)
+                for f in sorted(self.findings)
             ],
             "depends_on": list(self.depends_on),
             "error": self.error,

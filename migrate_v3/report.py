@@ -19,13 +19,10 @@ from typing import IO, Any
 
 from migrate_v3 import __version__
 from migrate_v3.check import CheckReport
-from migrate_v3.findings import FIX_LABEL, FileResult, plain_lines, sort_key
+from migrate_v3.findings import FIX_LABEL, FileResult, plain_lines
 from migrate_v3.rules import RULES, Fix
 
 FORMATS = ("text", "json", "github", "sarif")
-
-#: Rule code -> its fix's value ("auto", "unsafe", "manual"), looked up per finding.
-_FIX = FIX_LABEL
 
 
 def _float(o: float) -> str:
@@ -179,7 +176,7 @@ def summary(report: CheckReport) -> dict[str, Any]:
     fixes: Counter[str] = Counter()
     codes: Counter[str] = Counter(map(itemgetter(2), chain.from_iterable(f.findings for f in report.files)))
     for code, count in codes.items():
-        fixes[_FIX[code]] += count
+        fixes[FIX_LABEL[code]] += count
     return {
         "files": len(report.files),
         "kinds": report.kinds(),
@@ -249,8 +246,8 @@ def _file_json(f: FileResult) -> dict[str, Any]:
         "kind": f.kind,
         "release": f.release,
         "findings": [
-            _Filled(_FINDING, (x.line, x.col, x.code, x.message, _FIX[x.code]))
-            for x in sorted(f.findings, key=sort_key)
+            _Filled(_FINDING, (x.line, x.col, x.code, x.message, FIX_LABEL[x.code]))
+            for x in sorted(f.findings)
         ],
         "depends_on": list(f.depends_on),
         "error": f.error,
@@ -276,7 +273,7 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
 def write_github(report: CheckReport, out: IO[str]) -> None:
     for f in report.files:
         for x in f.findings:
-            fix = _FIX[x.code]
+            fix = FIX_LABEL[x.code]
             level = "error" if fix == Fix.MANUAL.value else "warning"
             out.write(
                 f"::{level} file={_gh_escape(f.path, prop=True)},line={x.line},col={x.col},"
@@ -316,7 +313,7 @@ def write_sarif(report: CheckReport, out: IO[str]) -> None:
         for code in used
     ]
     index = {code: i for i, code in enumerate(used)}
-    level = {code: "error" if _FIX[code] == Fix.MANUAL.value else "warning" for code in used}
+    level = {code: "error" if FIX_LABEL[code] == Fix.MANUAL.value else "warning" for code in used}
     results = [
         _Filled(_SARIF_RESULT, (x.code, index[x.code], level[x.code], x.message, uri, x.line, x.col))
         for f in report.files

@@ -157,24 +157,14 @@ def _import_statements(text: str, strings: _Spans) -> list[tuple[int, int, str |
     statement is never inside a one-line string or a comment.
     """
     out: list[tuple[int, int, str | None, str, int]] = []
-    find, rfind, match = text.find, text.rfind, _IMPORT.match
-    s_starts, s_ends = strings.starts, strings.ends
-    end = 0
-    pos = find("import")
-    while pos >= 0:
-        if pos >= end:
-            line_start = rfind("\n", 0, pos) + 1
-            m = match(text, line_start)
-            if m is not None and m.end() > pos:
-                end = m.end()
-                module, plain = m.group(1, 3)
-                if module is not None:
-                    group = 2 if module.startswith(("max", ".")) else 0
-                else:
-                    group = 3 if "max" in plain else 0
-                if group and not _inside(s_starts, s_ends, line_start):
-                    out.append((line_start, end, module, m.group(group), m.start(group)))
-        pos = find("import", pos + 6)
+    for m in _line_statements(text, "import", _IMPORT):
+        module, plain = m.group(1, 3)
+        if module is not None:
+            group = 2 if module.startswith(("max", ".")) else 0
+        else:
+            group = 3 if "max" in plain else 0
+        if group and not strings.contains(m.start()):
+            out.append((m.start(), m.end(), module, m.group(group), m.start(group)))
     return out
 
 
@@ -304,10 +294,9 @@ def _import_parts(module: str | None, body: str) -> tuple[tuple[tuple[str, str, 
     """``_import_parts_py`` (in C when built), and whether a name it binds says that
     ``max.nn`` is ModuleV3 (26.1). Import lines repeat across files: cached."""
     parts = _import_parts_py(module, body) if _speedups is None else _speedups.import_parts(module, body)
-    if "tensor" not in body and "functional" not in body and "legacy" not in body and (
-        module is None or ("tensor" not in module and "functional" not in module and "legacy" not in module)
-    ):
-        return parts, False  # no name it binds can be under max.tensor, max.functional or max.nn.legacy
+    statement = body if module is None else f"{module} {body}"
+    if not any(word in statement for word in _NN_IS_V3_WORDS):
+        return parts, False  # no name it binds can be under one of _NN_IS_V3
     return parts, any(t.startswith(_NN_IS_V3) and any(_under(t, ns) for ns in _NN_IS_V3) for _, t, _, _ in parts)
 
 
@@ -478,6 +467,8 @@ class _Positions:
 
 #: Importing any of these means the file follows 26.1, where max.nn was ModuleV3.
 _NN_IS_V3 = ("max.tensor", "max.functional", K.V2_LEGACY_NAMESPACE)
+#: Their last parts: a statement that binds a name under one of them spells it.
+_NN_IS_V3_WORDS = tuple(namespace.rpartition(".")[2] for namespace in _NN_IS_V3)
 
 
 def scan_source(text: str) -> Scan:
