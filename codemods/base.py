@@ -12,13 +12,8 @@ which costs as much as the parse.
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import inspect
 import os
 import re
-import textwrap
-import typing
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -26,10 +21,10 @@ from typing import Any, ClassVar
 
 import libcst as cst
 from libcst import FlattenSentinel, MaybeSentinel, RemovalSentinel
-from libcst._nodes.base import BaseLeaf
 from libcst._nodes.internal import CodegenState
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
+from codemods import grammar as node_grammar
 from codemods.resolve import ImportTableResolver, Resolver, ScopeResolver
 
 #: The text prefilters (``Codemod.applies`` and narrower ones inside codemods)
@@ -191,146 +186,161 @@ def attach_todos(node: cst.CSTNode, todos: list[str], also_existing: frozenset[s
 # validated, per node) and dispatches attribute hooks per field: as costly as the
 # parse itself. The Engine walks the tree itself instead, with the same hook
 # protocol and order (``on_visit`` → children in libcst's order → ``on_leave``,
-# sentinels and body-statement removal handled as ``libcst._nodes.internal``
-# does), but it rebuilds a node only when one of its children changed, and it
-# does not enter subtrees where no hook and no bookkeeping can fire (whitespace,
-# punctuation, literals...: known from libcst's field annotations).
+# sentinels and body-statement removal as libcst documents them), but it
+# rebuilds a node only when one of its children changed, and it does not enter
+# subtrees where no hook and no bookkeeping can fire (whitespace, punctuation,
+# literals...: known from libcst's field annotations). What it knows of libcst's
+# node classes comes from libcst's public API only (``codemods/grammar.py``).
 #
-# The one observable difference: an unchanged node in ``updated`` is the
-# original object, not a copy. Hooks must look nodes up (ids, positions,
-# qualified names) through ``original``, as they already do. (Where libcst
-# rebuilds a node without some of its fields, the Engine does the same.)
+# The observable differences: an unchanged node in ``updated`` is the original
+# object, not a copy (hooks look nodes up — ids, positions, qualified names —
+# through ``original``, as they already do); and where an old libcst rebuilds a
+# node without some of its fields (libcst 1.0 drops ``MatchCase``'s
+# ``whitespace_before_colon``), the Engine keeps them.
 # ``tests/test_apply_speed_engine.py`` and ``bench/apply_bench.py compare``
 # check the result against libcst's transformer (``pipeline.REFERENCE_ENGINE``).
 
-_REQUIRED, _OPTIONAL, _SENTINEL, _SEQUENCE, _BODY, _NODE_OR_SEQUENCE = range(6)
-_KINDS = {
-    frozenset({"visit_required"}): _REQUIRED,
-    frozenset({"visit_optional"}): _OPTIONAL,
-    frozenset({"visit_sentinel"}): _SENTINEL,
-    frozenset({"visit_sequence"}): _SEQUENCE,
-    frozenset({"visit_body_sequence"}): _BODY,
-    frozenset({"visit_required", "visit_sequence"}): _NODE_OR_SEQUENCE,
-}
+_REQUIRED, _OPTIONAL, _SEQUENCE, _BODY, _NODE_OR_SEQUENCE = (
+    node_grammar.REQUIRED,
+    node_grammar.OPTIONAL,
+    node_grammar.SEQUENCE,
+    node_grammar.BODY,
+    node_grammar.NODE_OR_SEQUENCE,
+)
+
+#: the grammar, or why it could not be built (then the Engine uses libcst's transformer)
+_GRAMMAR: list[node_grammar.Grammar | str] = []
 
 
-def _concrete_node_classes() -> dict[str, type[cst.CSTNode]]:
-    found: dict[str, type[cst.CSTNode]] = {}
-    stack: list[type] = [cst.CSTNode]
-    while stack:
-        sub: type
-        for sub in stack.pop().__subclasses__():
-            stack.append(sub)
-            if sub.__module__.startswith("libcst._nodes") and not inspect.isabstract(sub):
-                found[sub.__name__] = sub
-    return found
-
-
-def _children_spec(cls: type[cst.CSTNode]) -> tuple[tuple[tuple[str, int], ...], frozenset[str]]:
-    """(field, how libcst visits it) in libcst's visiting order, read from its source,
-    and the fields libcst passes when it rebuilds the node."""
-    method = cls._visit_and_replace_children
-    if method is BaseLeaf._visit_and_replace_children:
-        return (), frozenset(f.name for f in dataclasses.fields(cls) if f.init)
-    func = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]
-    assert isinstance(func, ast.FunctionDef)
-    returns = [s for s in func.body if isinstance(s, ast.Return)]
-    if len(returns) != 1 or not isinstance(returns[0].value, ast.Call):
-        raise TypeError(f"{cls.__name__}: unexpected _visit_and_replace_children")
-    call = returns[0].value
-    ctor = ast.unparse(call.func)
-    if ctor not in (cls.__name__, "self.__class__", "type(self)"):
-        raise TypeError(f"{cls.__name__}: _visit_and_replace_children builds {ctor}")
-    if any(k.arg is None for k in call.keywords) or call.args:
-        raise TypeError(f"{cls.__name__}: unexpected _visit_and_replace_children")
-    spec = []
-    for kw in call.keywords:
-        visits = [
-            c for c in ast.walk(kw.value)
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id.startswith("visit_")
-        ]
-        if not visits:
-            continue  # copied as is
-        for c in visits:
-            if len(c.args) < 2 or not isinstance(c.args[1], ast.Constant) or c.args[1].value != kw.arg:
-                raise TypeError(f"{cls.__name__}.{kw.arg}: unexpected visit call")
-        kind = _KINDS.get(frozenset(c.func.id for c in visits if isinstance(c.func, ast.Name)))
-        if kind is None:
-            raise TypeError(f"{cls.__name__}.{kw.arg}: unexpected visit call")
-        assert kw.arg is not None
-        spec.append((kw.arg, kind))
-    return tuple(spec), frozenset(k.arg for k in call.keywords if k.arg is not None)
-
-
-def _annotation_classes(hint: Any, classes: dict[str, type[cst.CSTNode]]) -> set[str]:
-    """Names of the concrete node classes a field annotation admits."""
-    out: set[str] = set()
-    stack = [hint]
-    while stack:
-        h = stack.pop()
-        args = typing.get_args(h)
-        if args:
-            stack.extend(args)
-        elif isinstance(h, type) and issubclass(h, cst.CSTNode):
-            out.update(name for name, c in classes.items() if issubclass(c, h))
-    return out
-
-
-@dataclass(frozen=True)
-class _Grammar:
-    """Per node class: children spec and which node classes each field can hold."""
-
-    classes: dict[str, type[cst.CSTNode]]
-    spec: dict[type, tuple[tuple[str, int], ...]]
-    #: (class name, field) → names of the classes that field can hold
-    holds: dict[tuple[str, str], frozenset[str]]
-    #: classes libcst rebuilds without some of their fields (those get their
-    #: defaults: libcst 1.0 drops ``MatchCase.whitespace_before_colon`` and
-    #: ``MatchClass.rpar``) → the fields it does pass
-    lossy: dict[type, frozenset[str]]
-
-
-def _build_grammar() -> _Grammar | None:
-    try:
-        classes = _concrete_node_classes()
-        spec: dict[type, tuple[tuple[str, int], ...]] = {}
-        holds: dict[tuple[str, str], frozenset[str]] = {}
-        lossy: dict[type, frozenset[str]] = {}
-        for name, cls in classes.items():
-            spec[cls], passed = _children_spec(cls)
-            if passed != {f.name for f in dataclasses.fields(cls) if f.init}:
-                lossy[cls] = passed
-            hints = typing.get_type_hints(cls)
-            for fname, _ in spec[cls]:
-                holds[name, fname] = frozenset(_annotation_classes(hints[fname], classes))
-        return _Grammar(classes, spec, holds, lossy)
-    except Exception:  # noqa: BLE001 - an unknown libcst: fall back to its transformer
-        return None
-
-
-_GRAMMAR: list[_Grammar | None] = []
-
-
-def grammar() -> _Grammar | None:
-    """libcst's node classes as the Engine walks them (None: unknown libcst, use its transformer)."""
+def grammar() -> node_grammar.Grammar | None:
+    """libcst's node classes as the Engine walks them (None: use libcst's transformer, see :func:`fast_path_problem`)."""
     if not _GRAMMAR:
-        _GRAMMAR.append(_build_grammar())
-    return _GRAMMAR[0]
+        try:
+            _GRAMMAR.append(node_grammar.build())
+        except Exception as exc:  # noqa: BLE001 - reported by fast_path_problem, never silent
+            _GRAMMAR.append(f"{type(exc).__name__}: {exc}")
+    g = _GRAMMAR[0]
+    return None if isinstance(g, str) else g
 
 
-#: (bookkeeping, visit hooks, leave hooks, flags, children to walk)
+_PROBLEM: list[str | None] = []
+
+
+def fast_path_problem() -> str | None:
+    """Why ``apply`` cannot use its fast path with the installed libcst (None: it can).
+
+    The fast path is the Engine's own traversal, the printing of
+    :func:`render`/:func:`code_for` and the lazy :func:`positions`; without it
+    ``apply`` runs libcst's transformer and ``PositionProvider`` (the
+    reference it is tested against): the same output, slower. ``apply``
+    prints the reason once on stderr and puts it in ``--report``.
+    """
+    if not _PROBLEM:
+        _PROBLEM.append(_find_fast_path_problem())
+    return _PROBLEM[0]
+
+
+def _public_only() -> bool:
+    """The fast path was found unusable: print with libcst's public API only."""
+    return bool(_PROBLEM) and _PROBLEM[0] is not None
+
+
+def _find_fast_path_problem() -> str | None:
+    if os.environ.get("MIGRATE_V3_NO_FAST_PATH") == "1":
+        return "disabled by MIGRATE_V3_NO_FAST_PATH=1"
+    grammar()
+    g = _GRAMMAR[0]
+    if isinstance(g, str):
+        return f"libcst {libcst_version()}: its node classes could not be read ({g})"
+    problem = _codegen_problem()
+    return None if problem is None else f"libcst {libcst_version()}: {problem}"
+
+
+#: exercises the printing and position rules the fast path reimplements
+_PROBE = """\
+# header
+import os
+from a.b import (c as d,
+    e)
+
+
+@decorator(1)
+class C(Base, metaclass=M):
+    \"\"\"Doc.\"\"\"
+
+    x: int = 1
+
+    @property
+    def f(self, a: int = 2, *args: str, b, **kw) -> None:
+        if a:  # comment
+            return (yield a[1:2, ...])
+        elif b: pass
+        else:
+            with open(x) as f, g: y = [i for i in f if i] + {k: v for k, v in kw}
+        lambda q, *r: q.attr(z=1, *r)
+        for i in range(3):
+            try:
+                del x
+            except (A, B) as e:
+                raise E() from e
+            finally:
+                pass
+        return f"{a!r:>{b}}" \\
+            if a else -a ** 2
+
+
+async def g():
+    async with a: await b
+    x = [*a, *b]; y = {**c}
+"""
+
+
+def _codegen_problem() -> str | None:
+    """Why :func:`render` or :func:`positions` would not give libcst's own result (None: they do)."""
+    try:
+        module = cst.parse_module(_PROBE)
+        if render(module, FileState(context=TransformContext())) != module.code:
+            return "printing differs from Module.code"
+        cls = module.body[2]  # the method, printed alone at its indentation, is its own source text
+        assert isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock)
+        start, end = _PROBE.index("x: int = 1\n") + len("x: int = 1\n"), _PROBE.index("** 2\n") + len("** 2\n")
+        if code_for(module, cls.body.body[-1], "    ") != _PROBE[start:end]:
+            return "printing at an indentation differs from the source"
+        ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        found = positions(module, list(ranges))
+        if any(found.get(id(node)) != (r.start.line, r.start.column) for node, r in ranges.items()):
+            return "positions differ from PositionProvider"
+    except Exception as exc:  # noqa: BLE001 - a changed codegen protocol: reported, never silent
+        return f"printing or positions failed ({type(exc).__name__}: {exc})"
+    return None
+
+
+def libcst_version() -> str:
+    """The installed libcst's version, for messages."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("libcst")
+    except PackageNotFoundError:
+        return "(unknown version)"
+
+
+#: (bookkeeping, visit hooks, leave hooks, flags, children to walk, live fields not yet seen visited)
 _Entry = tuple[
     "Callable[[FileState, Any], None] | None",
     tuple[Callable[[Any], Any], ...],
     tuple[Callable[[Any, Any], Any], ...],
     int,
     tuple[tuple[str, int], ...],
+    frozenset[str],
 ]
 _IMPORT, _STATEMENT, _ANNOTATION = 1, 2, 4
-_PLANS: dict[frozenset[str], tuple[frozenset[str], dict[type, tuple[tuple[str, int], ...]]]] = {}
+_PLANS: dict[frozenset[str], tuple[frozenset[str], dict[type, frozenset[str]]]] = {}
+#: node class → the fields libcst visits, in its order (see ``node_grammar.visiting_order``)
+_ORDER: dict[type, tuple[str, ...]] = {}
 
 
-def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, tuple[tuple[str, int], ...]]]:
+def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, frozenset[str]]]:
     """Which classes to enter and which of their fields to walk, for this set of hooked classes.
 
     A class is *live* when a hook or the engine's bookkeeping runs on it, or
@@ -341,7 +351,7 @@ def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, tuple[tupl
         return cached
     g = grammar()
     assert g is not None
-    live = set(hooked) | {cls.__name__ for cls in g.lossy}  # libcst rebuilds these: so does the Engine
+    live = set(hooked)
     changed = True
     while changed:
         changed = False
@@ -350,7 +360,7 @@ def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, tuple[tupl
                 live.add(name)
                 changed = True
     walk = {
-        cls: tuple((f, k) for f, k in g.spec[cls] if not g.holds[name, f].isdisjoint(live))
+        cls: frozenset(f for f in g.kinds[cls] if not g.holds[name, f].isdisjoint(live))
         for name, cls in g.classes.items()
         if name in live
     }
@@ -378,9 +388,9 @@ class Engine(cst.CSTTransformer):
                     self.leaves.setdefault(attr[6:], []).append(getattr(mod, attr))
         self._entries: dict[type, _Entry | None] = {}
         self._live: frozenset[str] = frozenset()
-        self._walk_fields: dict[type, tuple[tuple[str, int], ...]] = {}
-        g = grammar()
-        self._lossy = g.lossy if g is not None else {}
+        self._walk_fields: dict[type, frozenset[str]] = {}
+        g = grammar() if fast_path_problem() is None else None
+        self._grammar = g
         self._node_classes = frozenset(g.classes.values()) if g is not None else frozenset()
         if g is not None:
             hooked = frozenset(self.visits) | frozenset(self.leaves) | frozenset(_BOOKKEEPING)
@@ -433,14 +443,14 @@ class Engine(cst.CSTTransformer):
 
     def run(self, module: cst.Module) -> cst.Module:
         """The codemods applied to ``module`` (libcst's ``module.visit(engine)``, faster)."""
-        if grammar() is None:
+        if self._grammar is None:
             return module.visit(self)
         result = self._walk(module)
         if isinstance(result, RemovalSentinel):
             return module.with_changes(body=(), header=(), footer=())
         return result
 
-    def _entry(self, cls: type) -> _Entry | None:
+    def _entry(self, cls: type, node: cst.CSTNode) -> _Entry | None:
         name = cls.__name__
         if name not in self._live:
             entry = None
@@ -450,25 +460,47 @@ class Engine(cst.CSTTransformer):
                 | (_STATEMENT if name in _STATEMENT_KINDS else 0)
                 | (_ANNOTATION if name == "Annotation" else 0)
             )
+            fields: tuple[tuple[str, int], ...] = ()
+            pending: frozenset[str] = frozenset()
+            live_fields = self._walk_fields.get(cls, frozenset())
+            if live_fields and not flags & _IMPORT:
+                order = _ORDER.get(cls)
+                if order is None:
+                    order = _ORDER[cls] = node_grammar.visiting_order(node)
+                assert self._grammar is not None
+                kinds = self._grammar.kinds[cls]
+                fields = tuple((f, kinds[f]) for f in order if f in live_fields)
+                pending = live_fields.difference(order)
             entry = (
                 _BOOKKEEPING.get(name),
                 tuple(self.visits.get(name, ())),
                 tuple(self.leaves.get(name, ())),
                 flags,
-                () if flags & _IMPORT else self._walk_fields.get(cls, ()),
+                fields,
+                pending,
             )
         self._entries[cls] = entry
         return entry
+
+    def _relearn(self, cls: type, node: cst.CSTNode) -> _Entry | None:
+        """``node`` fills a field libcst skipped on the node its order was learned from: learn again."""
+        order = node_grammar.visiting_order(node)
+        if not set(order) <= set(_ORDER.get(cls, ())):
+            _ORDER[cls] = order
+        return self._entry(cls, node)
 
     def _walk(self, node: cst.CSTNode) -> Any:
         cls = type(node)
         try:
             entry = self._entries[cls]
         except KeyError:
-            entry = self._entry(cls)
+            entry = self._entry(cls, node)
         if entry is None:
             return node
-        book, visits, leaves, flags, fields = entry
+        if entry[5] and not all(node_grammar.is_empty(getattr(node, f)) for f in entry[5]):
+            entry = self._relearn(cls, node)
+            assert entry is not None
+        book, visits, leaves, flags, fields, _pending = entry
         state = self.state
         if book is not None:
             book(state, node)
@@ -511,8 +543,6 @@ class Engine(cst.CSTTransformer):
                 changes[name] = new
             if changes is not None:
                 updated = node.with_changes(**changes)
-        if descend and cls in self._lossy:
-            updated = cls(**{f: getattr(updated, f) for f in self._lossy[cls]})
         result: Any = updated
         for leave in leaves:
             result = leave(node, result)
@@ -547,12 +577,17 @@ class Engine(cst.CSTTransformer):
                 continue
             if isinstance(new, FlattenSentinel):
                 for item in new:
-                    if body and not child._is_removable() and item._is_removable():
+                    if body and not _removable(child) and _removable(item):
                         continue
                     out.append(item)
-            elif not (body and not child._is_removable() and new._is_removable()):
+            elif not (body and not _removable(child) and _removable(new)):
                 out.append(new)
         return children if out is None else tuple(out)
+
+
+def _removable(node: cst.CSTNode) -> bool:
+    """A body line a removal emptied: libcst's statement bodies drop it (``visit_body_sequence``)."""
+    return isinstance(node, cst.SimpleStatementLine) and not node.body
 
 
 def _check_single(value: cst.CSTNode, new: Any, *, removable: bool) -> bool:
@@ -664,6 +699,8 @@ _NO_RECORD: AbstractContextManager[None] = nullcontext()
 
 def code_for(module: cst.Module, node: cst.CSTNode, indent: str = "") -> str:
     """``module.code_for_node(node)`` (at ``indent`` inside blocks), printed with :class:`PrintState`."""
+    if not indent and _public_only():
+        return module.code_for_node(node)
     state = PrintState(default_indent=module.default_indent, default_newline=module.default_newline)
     if indent:
         state.increase_indent(indent)
@@ -673,7 +710,7 @@ def code_for(module: cst.Module, node: cst.CSTNode, indent: str = "") -> str:
 
 def render(module: cst.Module, state: FileState) -> str:
     """``module.code``, reusing the code of top-level statements already rendered for this file."""
-    if not module.has_trailing_newline:
+    if not module.has_trailing_newline or _public_only():
         return module.code  # libcst drops the last token: keep its exact rule
     if not (module.header or module.body or module.footer):
         return module.default_newline

@@ -140,7 +140,7 @@ class Imports(Codemod):
         if isinstance(small, cst.Import):
             names = []
             for alias in small.names:
-                local, target = next(import_bindings(cst.Import(names=[alias])))
+                local, target = next(import_bindings(cst.Import(names=[alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)])))
                 if (target == "max.nn" or target.startswith("max.nn.") or target.startswith("max.graph")) and local in used_before and local not in used_after:
                     self.rewrote(small, "MV310", f"import {target} removed (no longer used)")
                     continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from codemods.base import grammar
+from codemods.base import fast_path_problem
 from migrate_v3.emit import Stager
 from migrate_v3.findings import Finding
 from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
@@ -67,6 +67,8 @@ class ApplyReport:
     skipped: list[str] = field(default_factory=list)
     registration: list[RegistrationHint] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
+    #: why the fast path could not run (libcst's transformer ran: same output, slower); None: it ran
+    slow_path: str | None = None
 
     @property
     def todo_count(self) -> int:
@@ -116,6 +118,7 @@ def apply_paths(
     base = context or TransformContext()
     the_plan: Plan = plan(paths, out=out)
     report = ApplyReport(errors=list(the_plan.errors), order=[t.name for t in the_plan.targets])
+    report.slow_path = fast_path_problem()  # decided once here: forked workers inherit it
     jobs_in: list[tuple[str, str, TransformContext]] = []
     slots: list[tuple[Target, Path, Path, bytes | None]] = []  # target, src, rel, raw (non-.py)
     for target in the_plan.targets:
@@ -186,7 +189,6 @@ def _run(jobs_in: list[tuple[str, str, TransformContext]], jobs: int) -> list[Tr
     if jobs <= 1 or len(jobs_in) < 2:
         return [_transform_job(j) for j in jobs_in]
     workers = min(jobs, os.cpu_count() or 1, len(jobs_in))
-    grammar()  # built once here: forked workers inherit it
     # biggest files first so the workers finish together
     order = sorted(range(len(jobs_in)), key=lambda i: -len(jobs_in[i][0]))
     with process_pool(workers) as pool:

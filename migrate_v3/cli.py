@@ -41,10 +41,16 @@ def _codes(values: Sequence[str]) -> tuple[str, ...]:
 def run_check_command(
     paths: Sequence[Path], fmt: str | None, select: Sequence[str], ignore: Sequence[str],
     exclude: Sequence[str], exit_zero: bool, jobs: int | None, no_cache: bool, no_syntax_check: bool,
+    verbose: bool = False,
 ) -> int:
     """``check`` itself, shared by the click command and the fast path; returns the exit code."""
     from migrate_v3.check import run_check
     from migrate_v3.config import ConfigError, load_settings
+
+    if verbose:
+        from migrate_v3.scan import speedups_state
+
+        sys.stderr.write(f"migrate-v3: scanner: {speedups_state()}\n")
 
     try:
         settings = load_settings(Path.cwd())
@@ -97,7 +103,8 @@ def run_check_command(
 
 _VALUE_OPTIONS = {"--format": "fmt", "--select": "select", "--ignore": "ignore", "--exclude": "exclude",
                   "-j": "jobs", "--jobs": "jobs"}
-_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--no-syntax-check": "no_syntax_check"}
+_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--no-syntax-check": "no_syntax_check",
+          "-v": "verbose", "--verbose": "verbose"}
 
 
 def _parse_check(args: Sequence[str]) -> dict[str, Any] | None:
@@ -110,7 +117,8 @@ def _parse_check(args: Sequence[str]) -> dict[str, Any] | None:
     if not args or args[0] != "check":
         return None
     parsed: dict[str, Any] = {"paths": [], "fmt": None, "select": [], "ignore": [], "exclude": [],
-                              "exit_zero": False, "jobs": None, "no_cache": False, "no_syntax_check": False}
+                              "exit_zero": False, "jobs": None, "no_cache": False, "no_syntax_check": False,
+                              "verbose": False}
     rest = list(args[1:])
     rest.reverse()
     while rest:
@@ -250,16 +258,19 @@ def _group() -> Any:
     @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (0: one per core).")
     @click.option("--no-cache", is_flag=True, help="Ignore and do not write the content-hash cache.")
     @click.option("--no-syntax-check", is_flag=True, help="Do not parse files to report syntax errors (faster).")
+    @click.option("-v", "--verbose", is_flag=True, help="Say on stderr which scanner runs (C speed-ups or Python).")
     def check(
         paths: tuple[Path, ...], fmt: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
         exclude: tuple[str, ...], exit_zero: bool, jobs: int | None, no_cache: bool, no_syntax_check: bool,
+        verbose: bool,
     ) -> None:
         """Report, read-only, what `apply` would change in each V2 or mixed file.
 
         Findings read `path:line:col: MV3xx [auto|unsafe|manual] message`.
         Exit 0: nothing to migrate; 1: V2 or mixed code found; 2: usage or I/O error.
         """
-        sys.exit(run_check_command(paths, fmt, select, ignore, exclude, exit_zero, jobs, no_cache, no_syntax_check))
+        sys.exit(run_check_command(paths, fmt, select, ignore, exclude, exit_zero, jobs, no_cache, no_syntax_check,
+                                   verbose))
 
     @main.command()
     @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")

@@ -30,6 +30,7 @@ from codemods.base import (
     FileState,
     TransformContext,
     code_for,
+    fast_path_problem,
     make_resolver,
     positions,
     prefilters_on,
@@ -119,7 +120,7 @@ def transform_source(
         return TransformResult(source, False, [], todo_markers(source), kind)
     with _gc_paused():
         kinds = _import_hooks(tuple(selected))
-        if kinds and not (REFERENCE_ENGINE or ctx.precise_names):
+        if kinds and not (reference_engine() or ctx.precise_names):
             done = _rewrite_imports(source, ctx, kind, selected, kinds)
             if done is not None:
                 return done
@@ -156,14 +157,15 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
         state.header_comments = frozenset(el.comment.value for el in module.header if el.comment)
     state.resolver = make_resolver(module, ctx.precise_names)
     engine = Engine([c(state) for c in selected], state)
-    new_module = module.visit(engine) if REFERENCE_ENGINE else engine.run(module)
-    code = render(new_module, state)
+    reference = reference_engine()
+    new_module = module.visit(engine) if reference else engine.run(module)
+    code = new_module.code if reference else render(new_module, state)
     for text_pass in state.text_passes:
         code = text_pass(code)
     found: Mapping[int, tuple[int, int]] = {}
     if ctx.positions and state.rewrites:
         nodes = [node for node, _, _ in state.rewrites]
-        found = _reference_positions(module, nodes) if REFERENCE_ENGINE else positions(module, nodes)
+        found = _reference_positions(module, nodes) if reference else positions(module, nodes)
     return TransformResult(
         code=code,
         changed=code != source,
@@ -281,6 +283,11 @@ def _rewrite_imports(
 #: traversal and lazy positions: the reference the fast path is checked
 #: against (tests and ``bench/apply_bench.py compare`` set it).
 REFERENCE_ENGINE = os.environ.get("MIGRATE_V3_REFERENCE_ENGINE") == "1"
+
+
+def reference_engine() -> bool:
+    """libcst's own machinery runs: asked for, or the fast path is unavailable (``fast_path_problem``)."""
+    return REFERENCE_ENGINE or fast_path_problem() is not None
 
 
 def _reference_positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, tuple[int, int]]:

@@ -37,6 +37,7 @@ try:  # C versions of the text primitives below (setup.py builds them when it ca
     from migrate_v3 import _speedups
 except ImportError:  # pragma: no cover - exercised where no C compiler was found
     _speedups = None
+_built_api = getattr(_speedups, "API", None)
 
 
 def _current(module: ModuleType | None) -> ModuleType | None:
@@ -46,6 +47,15 @@ def _current(module: ModuleType | None) -> ModuleType | None:
 
 
 _speedups = _current(_speedups)
+
+
+def speedups_state() -> str:
+    """Which scanner runs, for ``check --verbose``: the C speed-ups, or the Python twins and why."""
+    if _speedups is not None:
+        return f"C speed-ups (migrate_v3._speedups, API {_SPEEDUPS_API})"
+    if _built_api is None:
+        return "Python fallback: migrate_v3._speedups is not built (no C compiler at install time?)"
+    return f"Python fallback: migrate_v3._speedups is a stale build (API {_built_api}, this version needs {_SPEEDUPS_API})"
 
 # --- lexical helpers -------------------------------------------------------------
 

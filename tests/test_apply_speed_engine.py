@@ -17,8 +17,9 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 import codemods.base as base
+import codemods.grammar as node_grammar
 import migrate_v3.pipeline as pipeline
-from codemods.base import FileState, TransformContext, grammar, positions, render
+from codemods.base import FileState, TransformContext, fast_path_problem, grammar, positions, render
 from migrate_v3.apply import apply_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,14 +32,16 @@ def _parses(path: Path) -> bool:
     return True
 
 
+#: every statement and expression form of Python 3.10/3.11, with V2 sites in each
+SYNTAX = ROOT / "tests" / "data" / "engine_syntax.py"
 #: every fixture file libcst parses (the syntax-error fixtures are the check's cases)
-INPUTS = [p for p in sorted(FIXTURES.rglob("*.py")) if _parses(p)]
-CASES = sorted(FIXTURES.rglob("*.input.py"))
+INPUTS = [p for p in sorted(FIXTURES.rglob("*.py")) if _parses(p)] + [SYNTAX]
+CASES = [*sorted(FIXTURES.rglob("*.input.py")), SYNTAX]
 
 
 def _context(case: Path, **overrides: object) -> TransformContext:
     ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
-    data = json.loads(ctx_file.read_text()) if ctx_file.exists() else {}
+    data = json.loads(ctx_file.read_text()) if ctx_file.suffix == ".json" and ctx_file.exists() else {}
     data.update(overrides)
     return TransformContext(**data)
 
@@ -51,9 +54,109 @@ def _both(source: str, ctx: TransformContext, monkeypatch: pytest.MonkeyPatch) -
     return reference, fast
 
 
-def test_the_fast_traversal_is_available() -> None:
-    """libcst's node classes were understood (else Engine.run falls back to libcst's transformer)."""
+def test_the_fast_path_is_available() -> None:
+    """libcst's node classes were understood and its printing and positions are what the fast
+    path expects (else ``apply`` falls back to libcst's transformer, and says so)."""
     assert grammar() is not None
+    assert fast_path_problem() is None
+
+
+def test_every_parsed_node_class_is_in_the_grammar() -> None:
+    """The grammar's classes are libcst's exported ones: a parsed class missing from it
+    would never be entered by the Engine."""
+    g = grammar()
+    assert g is not None
+    seen: set[type] = set()
+    for path in INPUTS:
+        stack: list[cst.CSTNode] = [cst.parse_module(path.read_text())]
+        while stack:
+            node = stack.pop()
+            seen.add(type(node))
+            stack.extend(node.children)
+    assert {c.__name__ for c in seen} <= set(g.classes)
+    assert len(seen) > 140
+
+
+def test_a_changed_codegen_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The self-check compares the fast printing and positions with libcst's public API."""
+    assert base._codegen_problem() is None
+    monkeypatch.setattr(base, "positions", lambda module, nodes: {})
+    assert base._codegen_problem() == "positions differ from PositionProvider"
+    monkeypatch.undo()
+    monkeypatch.setattr(base, "render", lambda module, state: module.code + "#")
+    assert base._codegen_problem() == "printing differs from Module.code"
+
+
+def test_an_unreadable_grammar_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> node_grammar.Grammar:
+        raise TypeError("TypeParam: something new")
+
+    monkeypatch.setattr(node_grammar, "build", boom)
+    monkeypatch.setattr(base, "_GRAMMAR", [])
+    monkeypatch.setattr(base, "_PROBLEM", [])
+    problem = fast_path_problem()
+    assert problem is not None and problem.endswith("its node classes could not be read (TypeError: TypeParam: something new)")
+    assert pipeline.reference_engine()
+    # ... and apply still gives the same output through libcst's transformer
+    source = (FIXTURES / "layers" / "linear.input.py").read_text()
+    slow = pipeline.transform_source(source)
+    monkeypatch.undo()
+    assert slow == pipeline.transform_source(source)
+
+
+def test_new_syntax_when_libcst_parses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PEP 695 type parameters (libcst >= 1.1 parses them, whatever Python runs it):
+    the Engine walks the new node classes as libcst's transformer does."""
+    source = (
+        "from max.nn import Linear\n"
+        "type Alias[T: int = Linear, *Ts, **P] = list[T]\n"
+        "def make[T](d: int) -> Linear:\n    return Linear(d, d, dtype, device)\n"
+        "class Box[T](Base[T]):\n    x = Linear(2, 2, dtype, device)\n"
+    )
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        assert "TypeParam" not in dir(cst)  # an old libcst: the syntax does not exist for it
+        return
+    state = FileState(context=TransformContext(), source=source)
+    state.resolver = base.make_resolver(module, precise=False)
+    from codemods import ORDER
+
+    fast = base.Engine([c(state) for c in ORDER], state).run(module).code
+    state2 = FileState(context=TransformContext(), source=source)
+    state2.resolver = base.make_resolver(module, precise=False)
+    reference = module.visit(base.Engine([c(state2) for c in ORDER], state2)).code
+    assert fast == reference
+    assert "Linear(in_dim=d, out_dim=d, bias=False)" in fast
+
+
+def test_slow_path_says_so_once(tmp_path: Path) -> None:
+    """Forced off, ``apply`` warns once on stderr and in --report, and writes the same files."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = {}
+    for off in (False, True):
+        env = {**os.environ, "MIGRATE_V3_NO_FAST_PATH": "1" if off else "0"}
+        out, report = tmp_path / f"out-{off}", tmp_path / f"report-{off}.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "migrate_v3", "apply", str(FIXTURES / "models" / "tinylm"), "--out", str(out),
+             "--report", str(report), "--verbose"],
+            capture_output=True, text=True, env=env, check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        engine = json.loads(report.read_text())["engine"]
+        if off:
+            assert proc.stderr.count("warning: apply's fast path is unavailable") == 1, proc.stderr
+            assert "(disabled by MIGRATE_V3_NO_FAST_PATH=1)" in proc.stderr
+            assert engine == {"fast": False, "problem": "disabled by MIGRATE_V3_NO_FAST_PATH=1"}
+        else:
+            assert "warning" not in proc.stderr
+            assert "fast path: the Engine's traversal on libcst" in proc.stderr
+            assert engine == {"fast": True, "problem": None}
+        outputs[off] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*.py"))}
+    assert outputs[True] == outputs[False] and outputs[True]
 
 
 @pytest.mark.parametrize("precise", [False, True], ids=["import-table", "precise"])
@@ -72,7 +175,7 @@ def test_fixture_same_without_prefilters(case: Path, monkeypatch: pytest.MonkeyP
     assert pipeline.transform_source(case.read_text(), context=ctx) == fast
 
 
-@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_lazy_positions_match_position_provider(path: Path) -> None:
     """Every node of every fixture file: the same start as libcst's PositionProvider."""
     module = cst.parse_module(path.read_text())
@@ -85,7 +188,7 @@ def test_lazy_positions_match_position_provider(path: Path) -> None:
     assert id(stranger) not in positions(module, [stranger, *nodes[:3]])
 
 
-@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_render_is_module_code(path: Path) -> None:
     module = cst.parse_module(path.read_text())
     state = FileState(context=TransformContext())
@@ -103,7 +206,7 @@ def _parsed_children_fit_annotations(module: cst.Module) -> list[str]:
     while stack:
         node = stack.pop()
         name = type(node).__name__
-        for fname, _kind in g.spec[type(node)]:
+        for fname in g.kinds[type(node)]:
             value = getattr(node, fname)
             children = value if isinstance(value, (list, tuple)) else [value]
             for child in children:
@@ -114,7 +217,7 @@ def _parsed_children_fit_annotations(module: cst.Module) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_parsed_trees_fit_the_grammar(path: Path) -> None:
     """The Engine skips subtrees by the field annotations: the parser must keep to them."""
     module = cst.parse_module(path.read_text())
