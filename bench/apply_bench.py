@@ -121,6 +121,12 @@ def timing(rounds: int = 3) -> None:
     """
     import libcst as cst
 
+    import codemods.base as base
+    from codemods.base import fast_path_problem, libcst_version
+
+    problem = fast_path_problem()
+    if problem is not None:
+        sys.exit(f"the fast path is unavailable: {problem}")
     with tempfile.TemporaryDirectory() as tmp:
         tree = _copy(Path(tmp), drop_ports=False)
         pkgs = v2_packages(tree)
@@ -134,16 +140,18 @@ def timing(rounds: int = 3) -> None:
                 cst.parse_module(src).code  # noqa: B018 - print is the point
             return time.perf_counter() - t, _cpu() - c
 
-        def run(jobs: int, positions: bool) -> tuple[float, float]:
+        def run(jobs: int, positions: bool, slow: bool = False) -> tuple[float, float]:
             if out.exists():
                 shutil.rmtree(out)
+            base._PROBLEM[:] = ["forced by the bench"] if slow else [None]
             t, c = time.perf_counter(), _cpu()
             apply_paths(pkgs, out=out, jobs=jobs, context=TransformContext(positions=positions))
+            base._PROBLEM[:] = [None]
             return time.perf_counter() - t, _cpu() - c
 
-        print(f"{len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB; {rounds} rounds; "
+        print(f"libcst {libcst_version()}; {len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB; {rounds} rounds; "
               f"CPU = this process + its -j workers")
-        names = ["parse+print", "apply -j 1", "apply -j 1 (no positions)", "apply -j 2"]
+        names = ["parse+print", "apply -j 1", "apply -j 1 (no positions)", "apply -j 2", "apply -j 1 (slow path)"]
         results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
         for r in range(rounds):
             load = os.getloadavg()[0]
@@ -151,10 +159,12 @@ def timing(rounds: int = 3) -> None:
             results[names[1]].append(run(1, positions=True))
             results[names[2]].append(run(1, positions=False))
             results[names[3]].append(run(2, positions=True))
-            (bw, bc), (w, c), (wn, cn), (w2, c2) = (results[n][-1] for n in names)
+            results[names[4]].append(run(1, positions=True, slow=True))
+            (bw, bc), (w, c), (wn, cn), (w2, c2), (_, cs) = (results[n][-1] for n in names)
             print(f"round {r + 1} (load {load:.2f} → {os.getloadavg()[0]:.2f}): parse+print wall {bw:.1f}s cpu {bc:.1f}s | "
                   f"apply -j1 wall {w:.1f}s ({w / bw:.2f}x) cpu {c:.1f}s ({c / bc:.2f}x) | "
-                  f"no positions cpu {cn:.1f}s ({cn / bc:.2f}x) | -j2 wall {w2:.1f}s ({w / w2:.2f}x faster), cpu {c2:.1f}s",
+                  f"no positions cpu {cn:.1f}s ({cn / bc:.2f}x) | -j2 wall {w2:.1f}s ({w / w2:.2f}x faster), cpu {c2:.1f}s | "
+                  f"slow path cpu {cs:.1f}s ({cs / bc:.2f}x)",
                   flush=True)
         best = {n: (min(w for w, _ in v), min(c for _, c in v)) for n, v in results.items()}
         bw, bc = best[names[0]]

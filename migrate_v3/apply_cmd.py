@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -78,7 +79,7 @@ def _verify_written(paths: list[Path], report: ApplyReport) -> int:
         if target is None:
             continue
         result = run_verify(source, target, apply_report=report)
-        render_text(result, click.get_text_stream("stdout"))  # type: ignore[operator]
+        render_text(result, sys.stdout)
         worst = max(worst, result.exit_code)
     return worst
 
@@ -130,7 +131,7 @@ def apply(
     verbose: bool,
 ) -> None:
     """Write a ModuleV3 variant beside each V2 package (foo_modulev3/) or file (x_modulev3.py)."""
-    err = click.get_text_stream("stderr")  # type: ignore[operator]
+    err = sys.stderr
     context = TransformContext(unsafe_fixes=unsafe_fixes, precise_names=precise_names)
     report = apply_paths(
         list(paths), out=out, force=force, diff=show_diff, jobs=jobs, context=context, register=register
