@@ -49,7 +49,7 @@ def render_markdown(report: ApplyReport) -> str:
 def slow_path_message(problem: str) -> str:
     return (
         f"apply's fast path is unavailable ({problem}); libcst's own transformer ran instead: "
-        "the same output, about 1.5x slower"
+        "the same output, about 3x slower"
     )
 
 
