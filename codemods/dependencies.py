@@ -16,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.base import Codemod
+from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 
 
@@ -71,9 +72,22 @@ class Dependencies(Codemod):
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
 
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
-        """Names ``node`` imports that an existing V3 variant's ``module`` does not define."""
-        exports = self.state.context.v3_exports.get(module)
+        """Names ``node`` imports that an existing V3 variant's ``module`` does not define.
+
+        In ``arch.py`` and the package ``__init__.py``, Registration renames
+        ``x_arch`` to ``x_modulev3_arch``: the variant must define that name.
+        """
+        ctx = self.state.context
+        exports = ctx.v3_exports.get(module)
         if exports is None or isinstance(node.names, cst.ImportStar):
             return []
-        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
-        return [n for n in names if n not in exports and f"{module}.{n}" not in self.state.context.v3_exports]
+        renames = ctx.is_arch_module or ctx.is_package_init
+        missing = []
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            wanted = (v3_arch_variable(name) or name) if renames else name
+            if wanted not in exports and f"{module}.{wanted}" not in ctx.v3_exports:
+                missing.append(wanted)
+        return missing

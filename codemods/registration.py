@@ -14,7 +14,8 @@ import re
 
 import libcst as cst
 
-from codemods.base import Codemod, TransformContext
+from codemods.base import Codemod, FileState, TransformContext
+from codemods.resolve import module_name
 
 _ARCH_NAME = re.compile(r"^(\w+?)_arch$")
 SUFFIX = "_ModuleV3"
@@ -45,11 +46,16 @@ class Registration(Codemod):
         ctx = self.state.context
         return ctx.is_arch_module or ctx.is_package_init
 
+    def __init__(self, state: FileState) -> None:
+        super().__init__(state)
+        #: ``x_arch`` names imported from a module that stays V2: they keep their name
+        self.kept: set[str] = set()
+
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         if not self._active() or id(original) in self.state.non_refs:
             return updated  # a keyword (``draft_arch=None``), attribute or parameter name: not the variable
         new = v3_arch_variable(original.value)
-        if new is None:
+        if new is None or original.value in self.kept:
             return updated
         self.state.renamed_exports[original.value] = new
         self.rewrote(original, "MV303", f"{original.value} → {new}")
@@ -58,16 +64,26 @@ class Registration(Codemod):
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         if not self._active() or isinstance(updated.names, cst.ImportStar) or not original.relative:
             return updated
+        migrated = self._migrated_module(updated)
         names = []
         for alias in updated.names:
             old = alias.name.value if isinstance(alias.name, cst.Name) else None
             new = v3_arch_variable(old) if old is not None else None
-            if old is not None and new is not None:
+            if old is not None and new is not None and not migrated:
+                # a sibling that stays V2 (MV301 says why) still exports the V2 name
+                self.kept.add(alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else old)
+            elif old is not None and new is not None:
                 self.state.renamed_exports[old] = new
                 self.rewrote(original, "MV303", f"export {new}")
                 alias = alias.with_changes(name=cst.Name(new))
             names.append(alias)
         return updated.with_changes(names=names)
+
+    def _migrated_module(self, node: cst.ImportFrom) -> bool:
+        """The import reaches migrated code: the package itself, or a ``*_modulev3`` sibling."""
+        if len(node.relative) <= self.state.context.package_depth + 1:
+            return True
+        return node.module is not None and module_name(node.module).split(".")[0].endswith("_modulev3")
 
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
         if not self._active():
