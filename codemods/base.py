@@ -104,6 +104,8 @@ class FileState:
     rendered: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
     #: passes over the final code text, in order (``Residual``'s comments)
     text_passes: list[Callable[[str], str]] = field(default_factory=list)
+    #: ids of (original) classes subclassing a V2 layer whose ``super().__init__`` was mapped to V3 (or flagged)
+    layer_inits: set[int] = field(default_factory=set)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name) and id(node) in self.non_refs:

@@ -14,6 +14,14 @@ The same mapping applies where V2 code builds layers indirectly:
 and calls of a *layer factory*: a parameter annotated ``Callable[..., Linear]``
 or a name bound to ``partial(MLP, ...)`` / ``A if c else partial(MLP, ...)``.
 ``StackedLinear`` of q/k/v becomes ``QKVLinear`` (same checkpoint names).
+A subclass of a V2 layer gets the same map for its ``super().__init__(...)``
+(an ``RMSNorm`` subclass also gets the V3 variant that keeps its numerics as
+its base):
+
+    class Scaled(Embedding):
+        def __init__(self, v, d, dtype, device):
+            super().__init__(v, d, dtype, device)
+    →       super().__init__(vocab_size=v, dim=d)
 """
 
 from __future__ import annotations
@@ -74,6 +82,10 @@ def _v3_of(spec: LayerSpec, v3_names: list[str]) -> list[tuple[str, str]]:
     return [(back.get(v3, v3), v3) for v3 in v3_names]
 
 
+def _func_name(call: cst.Call) -> str | None:
+    return call.func.value if isinstance(call.func, cst.Name) else None
+
+
 def _loop_index(node: cst.For | cst.CompFor) -> str | None:
     """``i`` of ``for i in range(n)``: the index of the layer built in the loop."""
     it = node.iter
@@ -103,15 +115,79 @@ class LayerConstructors(Codemod):
         #: enclosing loops: the ``range`` index name, or None
         self.loops: list[str | None] = []
         self.in_partial = 0
+        #: enclosing classes and functions: ("class", the V2 layer it subclasses or "") / ("def", name)
+        self.scopes: list[tuple[str, str]] = []
+        #: ids of the enclosing (original) ClassDef nodes
+        self.class_ids: list[int] = []
+        #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
+        self.base_variant: list[str | None] = []
 
     # --- factory bookkeeping -------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.factories.append({})
+        self.scopes.append(("def", node.name.value))
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.factories.pop()
+        self.scopes.pop()
         return updated
+
+    # --- subclasses of V2 layers ------------------------------------------------
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        symbols = {s for s in (v2_symbol(self.qualname(b.value)) for b in node.bases) if s in LAYERS}
+        self.scopes.append(("class", symbols.pop() if len(symbols) == 1 else ""))
+        self.class_ids.append(id(node))
+        self.base_variant.append(None)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        _, symbol = self.scopes.pop()
+        self.class_ids.pop()
+        variant = self.base_variant.pop()
+        if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
+            return updated
+        bases = []
+        for orig, base in zip(original.bases, updated.bases, strict=True):
+            if v2_symbol(self.qualname(orig.value)) == "RMSNorm":
+                self.rewrote(orig, "MV341", f"class {original.name.value}: base RMSNorm → {variant} (its V2 numerics)")
+                base = base.with_changes(value=cst.Name(variant))
+            bases.append(base)
+        return updated.with_changes(bases=bases)
+
+    def _layer_of_super_init(self, call: cst.Call) -> str | None:
+        """The V2 layer a ``super().__init__(...)`` call in a layer subclass's ``__init__`` constructs."""
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "__init__"
+            and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name)
+            and func.value.func.value == "super"
+            and len(self.scopes) >= 2
+            and self.scopes[-1] == ("def", "__init__")
+            and self.scopes[-2][0] == "class"
+        ):
+            return None
+        return self.scopes[-2][1] or None
+
+    def _super_init(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
+        spec = LAYERS[symbol]
+        bound = bind(updated, spec.v2_params, spec.v2_kwonly)
+        self.state.layer_inits.add(self.class_ids[-1])
+        if bound is None:
+            self.todo("MV344", f"super().__init__(...) of a V2 {symbol} uses */** or unknown arguments: rewrite it for V3")
+            return updated
+        self.rewrote(original, "MV344", f"super().__init__(...) of a {symbol} subclass: the V3 {symbol} map")
+        if symbol == "RMSNorm":
+            new = self._rmsnorm(original, updated, bound)
+            if not isinstance(new, cst.Call) or new is updated:
+                return new
+            self.base_variant[-1] = _func_name(new)
+            self.state.needed_imports.discard((spec.v3_module, RMSNORM_HELPER_NAME, None))
+        else:
+            new = self._rebuild(original, updated, bound, spec, spec.v3_name)
+        return new.with_changes(func=updated.func)
 
     # --- the loop a layer is built in (V2 passed ``layer_idx`` at call time) ---
 
@@ -204,6 +280,9 @@ class LayerConstructors(Codemod):
             return self._partial(original, updated)
         symbol = v2_symbol(qualified)
         if symbol is None:
+            layer = self._layer_of_super_init(original)
+            if layer is not None:
+                return self._super_init(original, updated, layer)
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)

@@ -6,9 +6,10 @@ For a subclass of the V2 ``Module`` (or ``Layer``): ``__call__`` becomes
 ``*args``/``**kwargs``/keyword-only arguments; bare ``Module`` when an annotation
 is missing or names something not defined yet when the class is created
 (a quoted forward reference, a ``TYPE_CHECKING``-only import);
-``super().__init__()`` is added to an ``__init__`` that lacks it. A subclass of
-a V2 *layer* (``class X(RMSNorm)``) is flagged: its ``__init__`` arguments and
-overrides must follow the V3 class.
+``super().__init__()`` is added to an ``__init__`` that lacks it. In a subclass
+of a V2 *layer* (``class X(RMSNorm)``) ``__call__`` becomes ``forward`` too
+(``super().__call__(x)`` → ``super().forward(x)``); its ``__init__`` arguments
+are mapped by ``layers``, and when they could not be, it is flagged.
 
     class MLP(Module):                          →  class MLP(Module[[Tensor], Tensor]):
         def __call__(self, x: TensorValue) -> TensorValue:  →  def forward(self, x: Tensor) -> Tensor:
@@ -39,6 +40,11 @@ def _has_super_init(body: cst.BaseSuite) -> bool:
                 if isinstance(small, cst.Expr) and ".__init__(self" in source(small).replace(" ", ""):
                     return True
     return False
+
+
+def _defines_init(node: cst.ClassDef) -> bool:
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == "__init__" for s in body)
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -76,8 +82,8 @@ class ModuleInterface(Codemod):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        #: per enclosing class: is it a V2 Module subclass?
-        self.classes: list[bool] = []
+        #: per enclosing class: is it a V2 Module subclass? ("layer": a subclass of a V2 layer)
+        self.classes: list[bool | str] = []
         #: names bound at module level so far (runtime-available in class bases)
         self.available: set[str] = set(_BUILTINS) | {"None"}
         self.depth = 0
@@ -97,16 +103,13 @@ class ModuleInterface(Codemod):
                                 self.available.update(local for local, _ in import_bindings(small))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        is_module = False
+        is_module: bool | str = False
         for base in node.bases:
             symbol = v2_symbol(self.qualname(base.value))
             if symbol in MODULE_NAMES:
                 is_module = True
-            elif symbol in LAYERS:
-                self.todo(
-                    "MV343",
-                    f"subclass of V2 {symbol}: make its __init__ arguments and overrides follow the V3 class",
-                )
+            elif symbol in LAYERS and not is_module:
+                is_module = "layer"
         self.classes.append(is_module)
         self.forward.append(None)
 
@@ -115,6 +118,15 @@ class ModuleInterface(Codemod):
         forward = self.forward.pop()
         if not self.classes:
             self.available.add(original.name.value)
+        if is_module == "layer":
+            if _defines_init(original) and id(original) not in self.state.layer_inits:
+                symbols = [s for s in (v2_symbol(self.qualname(b.value)) for b in original.bases) if s in LAYERS]
+                self.todo(
+                    "MV344",
+                    f"subclass of V2 {symbols[0]}: its __init__ does not call super().__init__(...) with "
+                    "arguments migrate-v3 could map: make them follow the V3 class",
+                )
+            return updated
         if not is_module:
             return updated
         bases = []
@@ -158,6 +170,22 @@ class ModuleInterface(Codemod):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.depth += 1
 
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """``super().__call__(x)`` in a layer subclass → ``super().forward(x)`` (its ``__call__`` is ``forward`` now)."""
+        func = updated.func
+        if (
+            self.classes
+            and self.classes[-1] == "layer"
+            and isinstance(func, cst.Attribute)
+            and func.attr.value == "__call__"
+            and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name)
+            and func.value.func.value == "super"
+        ):
+            self.rewrote(original, "MV321", "super().__call__ → super().forward")
+            return updated.with_changes(func=func.with_changes(attr=cst.Name("forward")))
+        return updated
+
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.depth -= 1
         if self.depth == 0 and not self.classes:
@@ -166,6 +194,8 @@ class ModuleInterface(Codemod):
         if not in_module_class:
             return updated
         name = original.name.value
+        if self.classes[-1] == "layer" and name != "__call__":
+            return updated
         if name == "__call__":
             self.rewrote(original, "MV321", "__call__ → forward")
             updated = updated.with_changes(name=cst.Name("forward"))

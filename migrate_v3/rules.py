@@ -70,6 +70,10 @@ RULES: dict[str, Rule] = {
            "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim=in_dim, out_dim=out_dim, bias=False)"),
         _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent",
            "Linear(4, 4, dtype, device, clip_weight=1.0)", "# TODO(migrate-v3): MV342 Linear(clip_weight=...) has no V3 equivalent"),
+        _r("MV344", "layer-subclass", A, "a subclass of a V2 layer: its super().__init__(...) arguments get the "
+           "layer's V3 map (an RMSNorm subclass gets the V3 variant with its numerics as base), __call__ becomes forward",
+           "super().__init__(vocab_size, hidden_dim, dtype, device)",
+           "super().__init__(vocab_size=vocab_size, dim=hidden_dim)"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
            "(apply adds its own V3 port of Transformer)",
            "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),

@@ -826,9 +826,9 @@ def _note_positional_use(
     code = resolved.code
     if code in _CONSTRUCTOR_RULES:
         if _in_class_header(text, start):
-            # A subclass of a V2 layer: its super().__init__ call and
-            # overrides follow the V2 signature, so a person ports it.
-            resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
+            # A subclass of a V2 layer: apply maps its super().__init__ call
+            # (and says so where it cannot).
+            resolved = Resolved("v2", "MV344", f"subclass of {resolved.message}: its super().__init__(...) follows the V3 map")
             code = resolved.code
         elif not _CALL.match(text, end):
             return  # an annotation or isinstance(): the import rewrite covers it

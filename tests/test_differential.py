@@ -7,9 +7,9 @@ hand edit in between: the same seeded random state dict on both sides, V2
 through a Graph + session, V3 through ``F.lazy()`` + ``compile(weights=...)``.
 Only root classes compile, one graph per side. Families: the bundled tinylm,
 mpnet (embeddings, self-attention, encoder layer), bert (same plus pooling),
-olmo2's decoder MLP + norm, the Wan VAE norm + conv, idefics3's vision MLP:
-12 distinct graphs. gemma3's norm is left out: the tool's output does not
-construct (see the final report).
+olmo2's decoder MLP + norm, gemma3's MLP + its RMSNorm subclass (the
+``super().__init__`` map and the GemmaRMSNorm base), the Wan VAE norm + conv,
+idefics3's vision MLP: 14 distinct graphs.
 """
 
 from __future__ import annotations
@@ -94,6 +94,21 @@ def test_olmo2_decoder_mlp_and_norm(tmp_path: Path) -> None:
     report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "OLMO2"),
                         mypy=False)
     assert_passes(report, "Olmo2MLPBlock")
+
+
+@pytest.mark.slow
+def test_gemma3_mlp_and_rmsnorm_subclass(tmp_path: Path) -> None:
+    """gemma3's own ``Gemma3RMSNorm(RMSNorm)`` (``super().__init__(..., weight_offset=1)``) migrated as is."""
+    v2, v3, applied = migrate(
+        "gemma3",
+        [(_arch() / "gemma3" / "layers" / "rms_norm.py", "rms_norm.py"),
+         (FIXTURES / "differential" / "gemma3_mlp_block.py", "mlp_block.py")],
+        tmp_path,
+    )
+    assert "class Gemma3RMSNorm(GemmaRMSNorm):" in (v3 / "rms_norm.py").read_text()
+    report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "GEMMA3"), mypy=False,
+                        only=["Gemma3MLPBlock"])
+    assert_passes(report, "Gemma3MLPBlock")
 
 
 @pytest.mark.slow
