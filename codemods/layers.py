@@ -12,7 +12,7 @@ TODO; a layer with no V3 class is left as is with a TODO.
 The same mapping applies where V2 code builds layers indirectly:
 ``functools.partial(RMSNorm, dim, dtype=d, eps=e)`` (the partial's arguments),
 and calls of a *layer factory*: a parameter annotated ``Callable[..., Linear]``
-or a name bound to ``partial(MLP, ...)`` / ``A if c else partial(MLP, ...)``.
+(or ``functools.partial[Linear]``) or a name bound to ``partial(MLP, ...)`` / ``A if c else partial(MLP, ...)``.
 ``StackedLinear`` of q/k/v becomes ``QKVLinear`` (same checkpoint names).
 A subclass of a V2 layer gets the same map for its ``super().__init__(...)``
 (an ``RMSNorm`` subclass also gets the V3 variant that keeps its numerics as
@@ -233,12 +233,16 @@ class LayerConstructors(Codemod):
         return symbol if symbol in LAYERS else None
 
     def _callable_of(self, annotation: cst.BaseExpression) -> Factory | None:
-        """``Callable[..., Linear]`` → a Linear factory."""
-        if not isinstance(annotation, cst.Subscript) or len(annotation.slice) != 2:
+        """``Callable[..., Linear]`` or ``functools.partial[Linear]`` → a Linear factory."""
+        if not isinstance(annotation, cst.Subscript):
             return None
-        if self.qualname(annotation.value) not in ("typing.Callable", "collections.abc.Callable"):
+        kind = self.qualname(annotation.value)
+        if kind in _PARTIAL and len(annotation.slice) == 1:
+            elem = annotation.slice[0].slice
+        elif kind in ("typing.Callable", "collections.abc.Callable") and len(annotation.slice) == 2:
+            elem = annotation.slice[1].slice
+        else:
             return None
-        elem = annotation.slice[1].slice
         if not isinstance(elem, cst.Index):
             return None
         symbol = self._layer_symbol(elem.value)
