@@ -59,10 +59,15 @@ class Dependencies(Codemod):
         new = ".".join([target, *parts[1:]])
         missing = self._missing_names(new, updated)
         if missing:
+            names = ", ".join(missing)
+            lacks = (
+                f"{new} (already there) has no {names}"
+                if new in ctx.v3_exports
+                else f"{target} (already there) has no module {'.'.join(parts[1:])} and so no {names}"
+            )
             self.todo(
                 "MV301",
-                f"{new} (already there) has no {', '.join(missing)}: this still imports {package}'s V2 code; "
-                f"port {', '.join(missing)} or use what {target} offers instead",
+                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead",
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
@@ -72,22 +77,27 @@ class Dependencies(Codemod):
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
 
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
-        """Names ``node`` imports that an existing V3 variant's ``module`` does not define.
+        """Names ``node`` imports that an existing V3 variant's ``module`` does not define
+        (all of them when the variant has no such module).
 
         In ``arch.py`` and the package ``__init__.py``, Registration renames
         ``x_arch`` to ``x_modulev3_arch``: the variant must define that name.
         """
         ctx = self.state.context
         exports = ctx.v3_exports.get(module)
-        if exports is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             return []
         renames = ctx.is_arch_module or ctx.is_package_init
-        missing = []
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            name = alias.name.value
-            wanted = (v3_arch_variable(name) or name) if renames else name
-            if wanted not in exports and f"{module}.{wanted}" not in ctx.v3_exports:
-                missing.append(wanted)
-        return missing
+        wanted = [
+            (v3_arch_variable(a.name.value) or a.name.value) if renames else a.name.value
+            for a in node.names
+            if isinstance(a.name, cst.Name)
+        ]
+        if exports is None:
+            package = module.split(".")[0]
+            known = any(m == package or m.startswith(package + ".") for m in ctx.v3_exports)
+            # a module the existing variant lacks (submodules imported by name are modules)
+            return [n for n in wanted if f"{module}.{n}" not in ctx.v3_exports] if known else []
+        if "*" in exports:
+            return []
+        return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 V3_SUFFIX = "_modulev3"
+#: the exports of a module whose names can't be known statically
+ANY_NAME = frozenset({"*"})
 _SIBLING_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.\.+(\w+)|architectures\.(\w+)", re.M)
 
 
@@ -41,6 +43,8 @@ class Plan:
     #: V2 package name → V3 package name (existing variants + this run's targets)
     v3_packages: dict[str, str]
     #: dotted module of an EXISTING V3 variant a target imports → its top-level names
+    #: (``ANY_NAME`` when they can't be known statically); a module of such a variant
+    #: that is not a key does not exist
     v3_exports: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
@@ -126,7 +130,7 @@ def module_exports(package: Path) -> dict[str, frozenset[str]]:
     """Dotted module → names it binds at top level, for every module of ``package``.
 
     A module whose names can't be known statically (``from x import *``,
-    ``__getattr__``, unparsable) is left out: its imports are not checked.
+    ``__getattr__``, unparsable) maps to ``ANY_NAME``: its imports are not checked.
     """
     out: dict[str, frozenset[str]] = {}
     for path in sorted(package.rglob("*.py")):
@@ -135,10 +139,10 @@ def module_exports(package: Path) -> dict[str, frozenset[str]]:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            out[".".join(parts)] = ANY_NAME
             continue
         names = _top_level_names(tree)
-        if names is not None:
-            out[".".join(parts)] = frozenset(names)
+        out[".".join(parts)] = ANY_NAME if names is None else frozenset(names)
     return out
 
 

@@ -212,17 +212,21 @@ def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> Non
     (v3 / "sub").mkdir(parents=True)
     (v3 / "__init__.py").write_text("from .layers import New\n")
     (v3 / "layers.py").write_text("import os.path\nfrom x import y as z\nclass New: pass\nif True:\n    def f(): pass\nA: int = 1\n")
-    (v3 / "sub" / "__init__.py").write_text("from .m import *\n")  # unknowable: left out
-    (v3 / "sub" / "lazy.py").write_text("def __getattr__(name): ...\n")  # unknowable: left out
+    (v3 / "sub" / "__init__.py").write_text("from .m import *\n")  # unknowable: any name
+    (v3 / "sub" / "lazy.py").write_text("def __getattr__(name): ...\n")  # unknowable: any name
     exports = module_exports(v3)
     assert exports == {
         "base_modulev3": frozenset({"New"}),
         "base_modulev3.layers": frozenset({"os", "z", "New", "f", "A"}),
+        "base_modulev3.sub": frozenset({"*"}),
+        "base_modulev3.sub.lazy": frozenset({"*"}),
     }
     user = tmp_path / "user"
     user.mkdir()
     (user / "__init__.py").write_text("")
-    (user / "model.py").write_text("from ..base.layers import Old\n")
+    (user / "model.py").write_text(
+        "from ..base.layers import Old\nfrom ..base.model_config import Config\nfrom ..base.sub import Any\n"
+    )
     the_plan = plan([user])
     assert the_plan.v3_packages["base"] == "base_modulev3"
     assert the_plan.v3_exports == exports
@@ -231,3 +235,7 @@ def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> Non
     apply_paths([user], out=out, force=False, diff=False, jobs=1)
     text = (out / "user_modulev3" / "model.py").read_text()
     assert "from ..base.layers import Old" in text and "has no Old" in text
+    # a module the variant lacks: the import stays on V2, with a TODO that says so
+    assert "from ..base.model_config import Config" in text
+    assert "base_modulev3 (already there) has no module model_config and so no Config" in text
+    assert "from ..base_modulev3.sub import Any" in text
