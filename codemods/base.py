@@ -50,6 +50,10 @@ class TransformContext:
     v3_packages: dict[str, str] = field(default_factory=dict)
     #: dotted module of an existing V3 variant → the names it defines (see plan.module_exports)
     v3_exports: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → attribute names, for existing V3 variants and their V2 packages
+    class_attributes: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: every ``.name`` the files of this file's package read (by text)
+    attribute_reads: frozenset[str] = frozenset()
     #: Dotted prefix under which sibling architecture packages live.
     architectures_package: str = "max.pipelines.architectures"
     #: The package this file belongs to (``mpnet``), when known.

@@ -71,10 +71,33 @@ class Dependencies(Codemod):
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
+        self._lost_attributes(package, target, parts[1:], updated)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
+
+    def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
+        ctx = self.state.context
+        if isinstance(node.names, cst.ImportStar) or not ctx.attribute_reads:
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            v2 = ctx.class_attributes.get(".".join([package, *rest, name]))
+            v3 = ctx.class_attributes.get(".".join([target, *rest, name]))
+            if v2 is None or v3 is None:
+                continue
+            lost = sorted((v2 - v3) & ctx.attribute_reads)
+            if lost:
+                self.todo(
+                    "MV301",
+                    f"{target}'s {name} has no {', '.join(lost)} (V2 {package}'s {name} has, and this package "
+                    f"reads attributes of these names): define them where this package needs them "
+                    f"(a subclass of {name}) or read them from elsewhere",
+                )
 
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
         """Names ``node`` imports that an existing V3 variant's ``module`` does not define

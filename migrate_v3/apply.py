@@ -87,6 +87,8 @@ def _contexts(target: Target, rel: Path, base: TransformContext, the_plan: Plan)
         base,
         v3_packages=the_plan.v3_packages,
         v3_exports=the_plan.v3_exports,
+        class_attributes=the_plan.class_attributes,
+        attribute_reads=the_plan.attribute_reads.get(target.name, frozenset()),
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,
         is_arch_module=target.is_package and rel == Path("arch.py"),

@@ -46,6 +46,11 @@ class Plan:
     #: (``ANY_NAME`` when they can't be known statically); a module of such a variant
     #: that is not a key does not exist
     v3_exports: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → its attribute names, for the classes of the existing V3
+    #: variants a target imports and of their V2 packages (see ``class_attributes``)
+    class_attributes: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: target name → every ``.name`` its files read (attribute names, by text)
+    attribute_reads: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -116,6 +121,7 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
             v3_packages[target.name] = target.dest.name
     run = {t.name for t in targets if t.is_package}
     exports: dict[str, frozenset[str]] = {}
+    attributes: dict[str, frozenset[str]] = {}
     read: set[Path] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
@@ -123,7 +129,10 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
             if dep in v3_packages and variant not in read and variant.is_dir():
                 read.add(variant)
                 exports.update(module_exports(variant))
-    return Plan(dependency_order(targets), errors, v3_packages, exports)
+                attributes.update(class_attributes(variant))
+                attributes.update(class_attributes(target.source.parent / dep))
+    reads = {t.name: _attribute_reads(t) for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}}
+    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads)
 
 
 def module_exports(package: Path) -> dict[str, frozenset[str]]:
@@ -144,6 +153,67 @@ def module_exports(package: Path) -> dict[str, frozenset[str]]:
         names = _top_level_names(tree)
         out[".".join(parts)] = ANY_NAME if names is None else frozenset(names)
     return out
+
+
+def class_attributes(package: Path) -> dict[str, frozenset[str]]:
+    """``pkg.module.Class`` → the names its instances have that the class itself
+    defines: class-level assignments and annotations (dataclass fields), methods,
+    ``self.x = ...`` in its methods, and the same of bases defined in its module.
+
+    Attributes of bases from other modules are not included: comparing a V2 class
+    with its V3 variant, both usually derive from the same library bases.
+    """
+    out: dict[str, frozenset[str]] = {}
+    if not package.is_dir():
+        return out
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        for name, node in classes.items():
+            out[".".join([*parts, name])] = frozenset(_own_attributes(node, classes, frozenset()))
+    return out
+
+
+def _own_attributes(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str]) -> set[str]:
+    names: set[str] = set()
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(stmt.name)
+            for sub in ast.walk(stmt):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
+                    names.add(sub.attr)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names.add(stmt.target.id)
+        elif isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+            names |= _own_attributes(classes[base.id], classes, seen | {node.name})
+    return names
+
+
+_ATTRIBUTE_READ = re.compile(r"\.([A-Za-z_]\w*)")
+
+
+def _attribute_reads(target: Target) -> frozenset[str]:
+    names: set[str] = set()
+    for path, _ in target.files:
+        if path.suffix == ".py":
+            try:
+                names.update(_ATTRIBUTE_READ.findall(path.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError):
+                continue
+    return frozenset(names)
 
 
 def _top_level_names(tree: ast.Module) -> set[str] | None:

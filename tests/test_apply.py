@@ -239,3 +239,24 @@ def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> Non
     assert "from ..base.model_config import Config" in text
     assert "base_modulev3 (already there) has no module model_config and so no Config" in text
     assert "from ..base_modulev3.sub import Any" in text
+
+
+def test_a_class_whose_v3_variant_lacks_attributes_the_package_reads_is_flagged(tmp_path: Path) -> None:
+    """``class LFM2Config(Llama3Config)``: the official V3 Llama3Config has no ``quant_config``."""
+    base, variant, user = tmp_path / "base", tmp_path / "base_modulev3", tmp_path / "user"
+    for pkg in (base, variant, user):
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text("")
+    (base / "model_config.py").write_text(
+        "class Root:\n    shared: int\n\n\nclass Config(Root):\n    a: int\n    quant_config: object = None\n"
+        "    unread: int = 0\n\n    def initialize(self) -> None:\n        self.cache = 1\n"
+    )
+    (variant / "model_config.py").write_text("class Config:\n    a: int\n    shared: int\n")
+    (user / "model_config.py").write_text("from ..base.model_config import Config\n\n\nclass UserConfig(Config):\n    pass\n")
+    (user / "model.py").write_text("def build(config):\n    return config.a, config.quant_config, config.initialize(), config.cache\n")
+    out = tmp_path / "out"
+    apply_paths([user], out=out)
+    text = (out / "user_modulev3" / "model_config.py").read_text()
+    assert "from ..base_modulev3.model_config import Config" in text
+    assert "base_modulev3's Config has no cache, initialize, quant_config (V2 base's Config has" in text
+    assert "unread" not in text and "shared" not in text
