@@ -54,6 +54,8 @@ class TransformContext:
     class_attributes: dict[str, frozenset[str]] = field(default_factory=dict)
     #: every ``.name`` the files of this file's package read (by text)
     attribute_reads: frozenset[str] = frozenset()
+    #: ``pkg.module.Class`` → ``__init__`` parameters, same classes as ``class_attributes``
+    class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Dotted prefix under which sibling architecture packages live.
     architectures_package: str = "max.pipelines.architectures"
     #: The package this file belongs to (``mpnet``), when known.

@@ -72,6 +72,7 @@ class Dependencies(Codemod):
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
         self._lost_attributes(package, target, parts[1:], updated)
+        self._changed_constructors(package, target, parts[1:], updated)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
@@ -97,6 +98,34 @@ class Dependencies(Codemod):
                     f"{target}'s {name} has no {', '.join(lost)} (V2 {package}'s {name} has, and this package "
                     f"reads attributes of these names): define them where this package needs them "
                     f"(a subclass of {name}) or read them from elsewhere",
+                )
+
+    def _changed_constructors(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant's ``__init__`` takes what the V2 class's calls do not pass."""
+        ctx = self.state.context
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            v2 = ctx.class_signatures.get(".".join([package, *rest, name]))
+            v3 = ctx.class_signatures.get(".".join([target, *rest, name]))
+            if v2 is None or v3 is None or v2 == v3:
+                continue
+            v2_names = {p.rstrip("=") for p in v2}
+            v3_names = {p.rstrip("=") for p in v3}
+            new_required = [p for p in v3 if not p.endswith("=") and p not in ("*", "**") and p not in v2_names]
+            gone = [p.rstrip("=") for p in v2 if p not in ("*", "**") and p.rstrip("=") not in v3_names]
+            if "**" in v3:
+                gone = []
+            if new_required or gone:
+                self.todo(
+                    "MV301",
+                    f"{target}'s {name}({', '.join(v3)}) is not V2 {package}'s {name}({', '.join(v2)}): "
+                    "update the calls of it here"
+                    + (f" (it needs {', '.join(new_required)})" if new_required else "")
+                    + (f" (it takes no {', '.join(gone)})" if gone else ""),
                 )
 
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:

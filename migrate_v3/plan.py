@@ -51,6 +51,8 @@ class Plan:
     class_attributes: dict[str, frozenset[str]] = field(default_factory=dict)
     #: target name → every ``.name`` its files read (attribute names, by text)
     attribute_reads: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → its ``__init__`` parameters (see ``init_signature``), same classes
+    class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -122,6 +124,7 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
     run = {t.name for t in targets if t.is_package}
     exports: dict[str, frozenset[str]] = {}
     attributes: dict[str, frozenset[str]] = {}
+    signatures: dict[str, tuple[str, ...]] = {}
     read: set[Path] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
@@ -129,10 +132,12 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
             if dep in v3_packages and variant not in read and variant.is_dir():
                 read.add(variant)
                 exports.update(module_exports(variant))
-                attributes.update(class_attributes(variant))
-                attributes.update(class_attributes(target.source.parent / dep))
+                for package in (variant, target.source.parent / dep):
+                    found, inits = class_facts(package)
+                    attributes.update(found)
+                    signatures.update(inits)
     reads = {t.name: _attribute_reads(t) for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}}
-    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads)
+    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures)
 
 
 def module_exports(package: Path) -> dict[str, frozenset[str]]:
@@ -155,17 +160,19 @@ def module_exports(package: Path) -> dict[str, frozenset[str]]:
     return out
 
 
-def class_attributes(package: Path) -> dict[str, frozenset[str]]:
-    """``pkg.module.Class`` → the names its instances have that the class itself
-    defines: class-level assignments and annotations (dataclass fields), methods,
-    ``self.x = ...`` in its methods, and the same of bases defined in its module.
+def class_facts(package: Path) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+    """For each class of ``package`` (``pkg.module.Class``): the names its instances
+    have that the class itself defines — class-level assignments and annotations
+    (dataclass fields), methods, ``self.x = ...`` in its methods, and the same of
+    bases defined in its module — and its ``__init__`` parameters (``init_signature``).
 
     Attributes of bases from other modules are not included: comparing a V2 class
     with its V3 variant, both usually derive from the same library bases.
     """
     out: dict[str, frozenset[str]] = {}
+    inits: dict[str, tuple[str, ...]] = {}
     if not package.is_dir():
-        return out
+        return out, inits
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(package.parent).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
@@ -175,8 +182,27 @@ def class_attributes(package: Path) -> dict[str, frozenset[str]]:
             continue
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         for name, node in classes.items():
-            out[".".join([*parts, name])] = frozenset(_own_attributes(node, classes, frozenset()))
-    return out
+            key = ".".join([*parts, name])
+            out[key] = frozenset(_own_attributes(node, classes, frozenset()))
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+            if init is not None:
+                inits[key] = init_signature(init)
+    return out, inits
+
+
+def init_signature(init: ast.FunctionDef) -> tuple[str, ...]:
+    """``__init__``'s parameters after ``self``: ``name`` (required), ``name=`` (has a
+    default), ``*``/``**`` for variadics."""
+    args = init.args
+    positional = [*args.posonlyargs, *args.args][1:]
+    defaults = len(args.defaults)
+    out = [a.arg + ("=" if i >= len(positional) - defaults else "") for i, a in enumerate(positional)]
+    if args.vararg is not None:
+        out.append("*")
+    out.extend(a.arg + ("" if d is None else "=") for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    if args.kwarg is not None:
+        out.append("**")
+    return tuple(out)
 
 
 def _own_attributes(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str]) -> set[str]:

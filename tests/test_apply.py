@@ -251,8 +251,18 @@ def test_a_class_whose_v3_variant_lacks_attributes_the_package_reads_is_flagged(
         "class Root:\n    shared: int\n\n\nclass Config(Root):\n    a: int\n    quant_config: object = None\n"
         "    unread: int = 0\n\n    def initialize(self) -> None:\n        self.cache = 1\n"
     )
-    (variant / "model_config.py").write_text("class Config:\n    a: int\n    shared: int\n")
-    (user / "model_config.py").write_text("from ..base.model_config import Config\n\n\nclass UserConfig(Config):\n    pass\n")
+    (variant / "model_config.py").write_text(
+        "class Config:\n    a: int\n    shared: int\n\n\nclass Model:\n    def __init__(self, config, kv_params, *, scale=1.0):\n"
+        "        self.config = config\n\n\nclass Same:\n    def __init__(self, config, **kw):\n        pass\n"
+    )
+    (base / "model_config.py").write_text(
+        (base / "model_config.py").read_text()
+        + "\n\nclass Model:\n    def __init__(self, config, devices=None):\n        self.config = config\n"
+        "\n\nclass Same:\n    def __init__(self, config, devices=None):\n        pass\n"
+    )
+    (user / "model_config.py").write_text(
+        "from ..base.model_config import Config, Model, Same\n\n\nclass UserConfig(Config):\n    pass\n"
+    )
     (user / "model.py").write_text("def build(config):\n    return config.a, config.quant_config, config.initialize(), config.cache\n")
     out = tmp_path / "out"
     apply_paths([user], out=out)
@@ -260,3 +270,9 @@ def test_a_class_whose_v3_variant_lacks_attributes_the_package_reads_is_flagged(
     assert "from ..base_modulev3.model_config import Config" in text
     assert "base_modulev3's Config has no cache, initialize, quant_config (V2 base's Config has" in text
     assert "unread" not in text and "shared" not in text
+    # a constructor that changed: what the calls must pass now, and what they may no longer pass
+    assert (
+        "base_modulev3's Model(config, kv_params, scale=) is not V2 base's Model(config, devices=): "
+        "update the calls of it here (it needs kv_params) (it takes no devices)"
+    ) in text
+    assert "Same(" not in text  # its **kw takes what V2 took: no TODO
