@@ -49,8 +49,15 @@ RULES: dict[str, Rule] = {
         # MV31x: imports
         _r("MV310", "v2-import", A, "V2 import replaced by its V3 home",
            "from max.nn import Linear", "from max.experimental.nn import Linear"),
-        _r("MV311", "legacy-namespace", A, "import from an older namespace (max.nn.legacy, max.nn.module_v3)",
+        _r("MV311", "legacy-namespace", A, "import from an older namespace (max.nn.legacy, max.nn.module_v3, "
+           "26.1's max.nn/max.tensor/max.functional)",
            "from max.nn.module_v3 import Linear", "from max.experimental.nn import Linear"),
+        _r("MV312", "renamed-in-26-7", A, "a name of an older max release that 26.7 has under another name "
+           "or home (the same object: a re-export or alias in a release)",
+           "from max.kv_cache import PagedKVCacheManager", "from max.pipelines.kv_cache import PagedKVCacheManager"),
+        _r("MV313", "gone-in-26-7", M, "a name of an older max release that 26.7 does not have: the TODO "
+           "names what replaced it, when the releases' source shows it",
+           "from max.driver import Tensor", "# TODO(migrate-v3): MV313 max.driver.Tensor is gone in max 26.7"),
         # MV32x: module interface
         _r("MV320", "module-base", A, "V2 Module base becomes Module[[arg types], return type]",
            "class Wrap(Module):", "class Wrap(Module[[Tensor], Tensor]):"),

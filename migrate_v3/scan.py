@@ -355,6 +355,9 @@ def _lookup_nn(name: str, parts: list[str], legacy: bool) -> Resolved:
         return _KEEP
     sym = K.NN_SYMBOLS.get(final)
     if sym is None:
+        moved = K.gone(name, legacy)
+        if moved is not None and moved.code == "MV313":  # an older release's name: say what became of it
+            return Resolved("v2", moved.code, moved.message)
         return Resolved("v2", "MV300", f"max.nn.{final} has no migrate-v3 rule: migrate it by hand")
     return Resolved("v2", sym.code, _nn_message(final, sym))
 
@@ -466,7 +469,7 @@ class _Positions:
 
 
 #: Importing any of these means the file follows 26.1, where max.nn was ModuleV3.
-_NN_IS_V3 = ("max.tensor", "max.functional", K.V2_LEGACY_NAMESPACE)
+_NN_IS_V3 = K.NN_IS_V3
 #: Their last parts: a statement that binds a name under one of them spells it.
 _NN_IS_V3_WORDS = tuple(namespace.rpartition(".")[2] for namespace in _NN_IS_V3)
 
@@ -533,6 +536,8 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 effect = effects[target] = _import_effect(target, nn_is_v3)
             if effect.architecture:
                 located.append((False, target, at))
+            if effect.gone is not None:
+                raw.append((at, *effect.gone))
             if star:
                 resolved = _resolve(target + ".*", nn_is_v3)
                 if resolved.kind == "v3":
@@ -584,8 +589,8 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                         raw.append((pos, code, message))
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
-    if not result.v2:
-        raw = [r for r in raw if r[1] == "MV311"]  # kernel interop is fine in ModuleV3 code
+    if not result.v2:  # kernel interop is fine in ModuleV3 code; older releases' names are not
+        raw = [r for r in raw if r[1] in _RELEASE_CODES]
     if not raw and _TODO not in text:
         return result, findings
     result.todo_markers = text.count(_TODO)
@@ -630,17 +635,23 @@ class _ImportEffect(NamedTuple):
     release: str | None  # the release whose API it belongs to, when it tells
     mv311: str | None  # an old-namespace finding's message
     mv310: str | None  # an import finding's message, after "import <local name>: "
+    gone: tuple[str, str] | None  # (MV312 or MV313, message): a name max 26.7 renamed or no longer has
 
 
-_NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None)
+#: The codes about older releases' names: findings in any file, V2 or not.
+_RELEASE_CODES = frozenset({"MV311", "MV312", "MV313"})
+_NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None, None)
 #: ``_import_effect`` results by nn_is_v3.
 _EFFECTS: tuple[dict[str, _ImportEffect], dict[str, _ImportEffect]] = ({}, {})
 
 
 def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
     resolved = _resolve(target, nn_is_v3)
+    moved = K.gone(target, nn_is_v3) if target.startswith("max.") else None
+    gone = None if moved is None or moved.code == "MV311" else (moved.code, moved.message)
     if resolved is _NONE and not target.startswith((K.V2_LEGACY_NAMESPACE, K.ARCHITECTURES)):
-        return _NO_EFFECT  # most imports: a name none of the rules is about
+        # most imports: a name none of the rules is about
+        return _NO_EFFECT if gone is None else _NO_EFFECT._replace(gone=gone)
     release: str | None = None
     mv311 = mv310 = None
     if resolved.kind == "v3":
@@ -650,13 +661,15 @@ def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
     elif _under(target, K.V2_LEGACY_NAMESPACE):
         release = "26.1"
         mv311 = f"{target}: max.nn.legacy is the 26.1 home of the V2 API"
+    if gone is not None and moved is not None and mv311 is not None:
+        mv311 = None  # its namespace moved, but max 26.7 has no such name there: MV312/MV313 says so
     if resolved.kind == "v2" and resolved.code in {"MV320", "MV330", "MV340", "MV350", "MV351", "MV360"}:
         mv310 = resolved.message
     elif resolved.kind == "interop" and resolved.code in {"MV330", "MV370"}:
         mv310 = resolved.message
     return _ImportEffect(
         _under(target, K.ARCHITECTURES), resolved.kind == "v2", resolved.kind == "v3",
-        resolved.kind == "interop", release, mv311, mv310,
+        resolved.kind == "interop", release, mv311, mv310, gone,
     )
 
 

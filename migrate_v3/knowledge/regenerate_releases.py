@@ -284,7 +284,8 @@ class Diff:
                 continue
             home = self.current.home(self.current.site(other), qualified)
             if home is not None:
-                return {"to": home, "mechanical": True, "evidence": how, "in": release.version, "via": other}
+                via = f"{module}.{name}"  # as that release spelled it
+                return {"to": home, "mechanical": True, "evidence": how, "in": release.version, "via": via}
         return None
 
     def _deprecation_note(self, last: Release, qualified: str, site: Site) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 _DATA = Path(__file__).with_name("max_26_7.json")
+_GONE = Path(__file__).with_name("gone_26_7.json")
 
 
 @cache
@@ -43,9 +44,13 @@ V3_NAMESPACES: dict[str, str] = {
     "max.nn.module_v3": "25.6/25.7",
     "max.tensor": "26.1",
     "max.functional": "26.1",
+    "max.random": "26.1",
 }
 #: 26.1 moved V2 under ``max.nn.legacy`` (and ``max.nn`` was ModuleV3 there).
 V2_LEGACY_NAMESPACE = "max.nn.legacy"
+#: Importing any of these means the file follows 26.1, where max.nn was ModuleV3
+#: (none of them exists in another release).
+NN_IS_V3 = ("max.tensor", "max.functional", "max.random", V2_LEGACY_NAMESPACE)
 V2_NN = "max.nn"
 GRAPH = "max.graph"
 PIPELINES_LIB = "max.pipelines.lib"
@@ -240,3 +245,88 @@ def allowed_max_nn() -> frozenset[str]:
 def ops_table() -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = derived()["ops"]
     return table
+
+
+# --- names of older releases (gone_26_7.json, see regenerate_releases.py) ---------------
+
+
+@cache
+def releases() -> dict[str, Any]:
+    """The names of max 25.4-26.6 that 26.7 moved or no longer has (see regenerate_releases.py)."""
+    data: dict[str, Any] = json.loads(_GONE.read_text(encoding="utf-8"))
+    return data
+
+
+class Gone(NamedTuple):
+    """An older release's name that max 26.7 spells differently or does not have."""
+
+    code: str  # MV311 (its namespace moved), MV312 (renamed, the same object) or MV313 (gone)
+    message: str
+    new: str | None  # the 26.7 name apply writes (MV311, MV312)
+
+
+#: Old layouts: (namespace, the release whose table says where its names went).
+_LAYOUT_OF = (("max.nn.module_v3", "25.7"), (V2_LEGACY_NAMESPACE, "26.1"), ("max.tensor", "26.1"),
+              ("max.functional", "26.1"), ("max.random", "26.1"))
+
+
+def _layout(qualified: str, nn_is_v3: bool) -> str | None:
+    for namespace, release in _LAYOUT_OF:
+        if qualified == namespace or qualified.startswith(namespace + "."):
+            return release
+    if nn_is_v3 and (qualified == V2_NN or qualified.startswith(V2_NN + ".")):
+        return "26.1"
+    return None
+
+
+def gone(qualified: str, nn_is_v3: bool) -> Gone | None:
+    """What became of ``qualified``, a name an older release had, in max 26.7 (None: it is
+    still there, or no release from 25.4 had it). ``nn_is_v3``: the file follows 26.1."""
+    data = releases()
+    release = _layout(qualified, nn_is_v3)
+    if release is not None:
+        layout = data["layouts"][release]
+        table: dict[str, dict[str, Any]] = layout["missing"]
+    else:
+        table = data["gone"]
+    found = _entry(table, qualified)
+    if found is None:
+        if release is None:
+            return None
+        namespace = max((ns for ns in layout["moves"] if qualified == ns or qualified.startswith(ns + ".")), key=len)
+        new = layout["moves"][namespace] + qualified[len(namespace):]
+        return Gone("MV311", f"{qualified} -> {new}", new)
+    name, entry = found
+    return _gone_message(qualified, name, entry)
+
+
+def _entry(table: dict[str, dict[str, Any]], qualified: str) -> tuple[str, dict[str, Any]] | None:
+    """The entry of ``qualified``, or of the gone module it is in."""
+    entry = table.get(qualified)
+    if entry is not None:
+        return qualified, entry
+    module = qualified.rpartition(".")[0]
+    while module.count("."):
+        entry = table.get(module)
+        if entry is not None and entry["kind"] == "module":
+            return module, entry
+        module = module.rpartition(".")[0]
+    return None
+
+
+def _gone_message(qualified: str, name: str, entry: dict[str, Any]) -> Gone:
+    what = qualified if name == qualified else f"{qualified}: module {name}"
+    head = f"{what} is gone in max 26.7 (last in {entry['last']})"
+    to, evidence, seen = entry["to"], entry["evidence"], entry.get("in")
+    if name == qualified and entry["mechanical"]:
+        how = "an alias of" if evidence == "alias" else "a re-export of"
+        return Gone("MV312", f"{head}: use {to}, the same object (in {seen} it was {how} {entry['via']})", to)
+    if evidence == "deprecation-note":
+        hint = f"its {seen} docstring says to use {to} instead (not the same class: port the call by hand)"
+    elif evidence == "same-members":
+        hint = f"replaced by {to}? ({seen} defines it with the same members; not proven the same: rename by hand)"
+    elif evidence == "same-name":
+        hint = f"max 26.7 has {to} of the same name (check that it is the same thing)"
+    else:
+        hint = "removed, no replacement"
+    return Gone("MV313", f"{head}: {hint}", None)
