@@ -27,7 +27,7 @@ from symtable import symtable
 from types import ModuleType
 from typing import NamedTuple
 
-from migrate_v3.findings import Finding, Record, finding_of
+from migrate_v3.findings import FIX_LABEL, Finding, Record, finding_of
 from migrate_v3.knowledge import symbols as K
 
 #: The version of migrate_v3/_speedups.c this module was written for (its SPEEDUPS_API).
@@ -371,6 +371,8 @@ def _nn_message(final: str, sym: K.Symbol) -> str:
 def _lookup_ops(parts: list[str]) -> Resolved:
     if not parts:
         return Resolved("interop", "MV370", "ops module: use max.experimental.functional as F")
+    if len(parts) > 1 and parts[-1] in K.GRAPH_KEEP:
+        return _KEEP  # a type V3 code keeps, from an ops submodule (ops.resize.InterpolationMode)
     op = ".".join(parts[:2]) if parts[0] in {"allreduce", "reducescatter", "random"} else parts[0]
     if op in K.OPS_COLLECTIVE:
         return Resolved("interop", "MV391", f"ops.{op}: V3 collectives take one distributed Tensor (F.allreduce_sum, F.allgather...)")
@@ -523,6 +525,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     aliases: dict[str, str] = {}
     effects = _EFFECTS[nn_is_v3]
     located: list[tuple[bool, str, int]] = []  # (relative?, target, offset) of imports that may name other packages
+    imported: list[tuple[str, int, str]] = []  # (local, offset, target) of the imports with an MV310 finding
     for line_start, end, module, body, base in statements:
         import_spans.starts.append(line_start)
         import_spans.ends.append(end)
@@ -560,13 +563,17 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 result.interop = True
             if effect.mv310 is not None:
                 raw.append((at, "MV310", f"import {local}: {effect.mv310}"))
+                imported.append((local, at, target))
     if located:
         starts = [at for _, _, at in located]
         places = _speedups.line_cols(text, starts) if _speedups is not None else [position(at) for at in starts]
         for (relative, target, _), (line, col) in zip(located, places, strict=True):
             (result.relative_imports if relative else result.absolute_arch_imports).append((target, line, col))
 
-    _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
+    used_by: dict[str, set[str]] = {local: set() for local, _, _ in imported}
+    _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, used_by)
+    if imported:
+        raw = _imports_apply_keeps(text, raw, imported, used_by)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
         if _speedups is not None:
@@ -759,6 +766,10 @@ def _code_uses(text: str, names: tuple[str, ...], strings: _Spans, import_spans:
     ]
 
 
+#: ``F.functional(`` right before a use of ``ops.X``: wrapped, the V3 way.
+_WRAPPED = re.compile(r"functional[ \t]*\([ \t]*$")
+
+
 def _scan_uses(
     text: str,
     strings: _Spans,
@@ -767,7 +778,10 @@ def _scan_uses(
     nn_is_v3: bool,
     result: Scan,
     raw: list[tuple[int, str, str]],
+    used_by: dict[str, set[str]],
 ) -> None:
+    """Findings at the uses of imported names; ``used_by``: for the local names it holds,
+    the rule codes of their uses."""
     worth = _WORTH[nn_is_v3]
     names = []
     for local, target in aliases.items():
@@ -792,15 +806,66 @@ def _scan_uses(
             name = _BLANKS.sub("", name)
         head, _, rest = name.partition(".")
         resolved = _resolve(aliases[head] + (f".{rest}" if rest else ""), nn_is_v3)
+        noted = used_by.get(head)
+        if noted is not None:
+            noted.add("")  # used at all
+            before = len(raw)
         if resolved.kind == "base" or resolved.code in _CONSTRUCTOR_RULES:
             for start, end in spans:
                 _note_positional_use(text, start, end, resolved, rest, result, raw)
+            if noted is not None:
+                noted.update(r[1] for r in raw[before:])
             continue
         kind, code = resolved.kind, resolved.code
         _mark(result, kind)
-        if code is not None and not (kind == "interop" and not rest and code == "MV370"):
+        if code == "MV330":  # a graph value type: a call or an attribute of it is kernel interop, not a type
+            _note_value_type_uses(text, spans, rest, resolved.message, raw)
+        elif code is not None and not (kind == "interop" and not rest and code == "MV370"):
             message = resolved.message
+            if code == "MV372":  # F.functional(ops.X) is already the V3 form
+                spans = [span for span in spans if not _WRAPPED.search(text, max(0, span[0] - 16), span[0])]
             raw.extend([(start, code, message) for start, _ in spans])
+        if noted is not None:
+            noted.update(r[1] for r in raw[before:])
+
+
+#: ``__all__ = [...]`` (or a tuple, or ``+=``): the names a module re-exports.
+_ALL = re.compile(r"^__all__[ \t]*(?::[^=\n]*)?\+?=[ \t]*[\[(]([^\])]*)[\])]", re.M)
+_QUOTED = re.compile(r"[\"']([A-Za-z_]\w*)[\"']")
+
+
+def _imports_apply_keeps(
+    text: str, raw: list[tuple[int, str, str]], imported: list[tuple[str, int, str]], used_by: dict[str, set[str]]
+) -> list[tuple[int, str, str]]:
+    """``raw`` without the MV310 findings of imports that ``apply`` keeps on purpose: a
+    ``max.graph`` name still used where a person has work to do (``TensorValue(x)``,
+    ``F.functional(ops.X)``, a collective), and a name only re-exported in ``__all__``."""
+    exported: set[str] = set()
+    if "__all__" in text:
+        for m in _ALL.finditer(text):
+            exported.update(_QUOTED.findall(m.group(1)))
+    drop = set()
+    for local, at, target in imported:
+        codes = used_by[local]
+        if (local in exported and not codes) or (
+            target.startswith(K.GRAPH) and any(code and FIX_LABEL[code] != "auto" for code in codes)
+        ):
+            drop.add(at)
+    return [r for r in raw if not (r[1] == "MV310" and r[0] in drop)] if drop else raw
+
+
+def _note_value_type_uses(
+    text: str, spans: list[tuple[int, int]], rest: str, message: str, raw: list[tuple[int, str, str]]
+) -> None:
+    """``TensorValue`` as a type becomes ``Tensor`` (MV330); ``TensorValue(x)`` and
+    ``TensorValue.attr`` convert graph values, which apply leaves to a person (MV373)."""
+    symbol = message.split(" ", 1)[0]
+    interop = f"{symbol}(...) converts graph values: in V3 code this is kernel interop only"
+    for start, end in spans:
+        if rest or _CALL.match(text, end):
+            raw.append((start, "MV373", interop))
+        else:
+            raw.append((start, "MV330", message))
 
 
 def _mark(result: Scan, kind: str) -> None:
@@ -833,10 +898,48 @@ def _note_positional_use(
             # overrides follow the V2 signature, so a person ports it.
             resolved = Resolved("v2", "MV343", f"subclass of {resolved.message}: port it by hand")
             code = resolved.code
-        elif not _CALL.match(text, end):
-            return  # an annotation or isinstance(): the import rewrite covers it
+        else:
+            call = _CALL.match(text, end)
+            if call is None:
+                return  # an annotation or isinstance(): the import rewrite covers it
+            if code == "MV340" and _passes_star_args(text, call.end() - 1):
+                symbol = resolved.message.split(" ", 1)[0]
+                resolved = Resolved("v2", "MV342", f"{symbol}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
+                code = resolved.code
     if code is not None and not (resolved.kind == "interop" and not rest and code == "MV370"):
         raw.append((start, code, resolved.message))
+
+
+def _passes_star_args(text: str, paren: int) -> bool:
+    """Whether the call whose ``(`` is at ``paren`` passes ``*args`` or ``**kwargs``: the
+    layers codemod cannot bind those to the V2 signature, so a person maps them."""
+    depth, start, i, size = 0, True, paren, len(text)
+    while i < size:
+        c = text[i]
+        if c in "([{":
+            depth += 1
+            start = depth == 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif c in "'\"":
+            close = text.find(c, i + 1)
+            while close > 0 and text[close - 1] == "\\":
+                close = text.find(c, close + 1)
+            i = size if close < 0 else close
+            start = False
+        elif c == "#":
+            newline = text.find("\n", i)
+            i = size if newline < 0 else newline
+        elif c == "," and depth == 1:
+            start = True
+        elif start and c == "*" and depth == 1:
+            return True
+        elif not c.isspace():
+            start = False
+        i += 1
+    return False
 
 
 def _in_class_header(text: str, pos: int) -> bool:

@@ -80,7 +80,8 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "YarnRotaryEmbedding": Symbol("MV340", f"{CL}.rotary_embedding.YarnRotaryEmbedding"),
     "ColumnParallelLinear": Symbol("MV340", f"{CL}.linear.ColumnParallelLinear", "V3 does not allgather outputs"),
     "VocabParallelEmbedding": Symbol("MV340", f"{CL}.embedding.VocabParallelEmbedding"),
-    "StackedLinear": Symbol("MV340", f"{CL}.linear.QKVLinear", "q/k/v only"),
+    # only a q/k/v StackedLinear has a V3 class: apply rewrites those, a person the rest
+    "StackedLinear": Symbol("MV343", f"{CL}.linear.QKVLinear", "q/k/v only: apply rewrites those"),
     "AttentionWithRope": Symbol("MV340", f"{CL}.attention.AttentionWithRope", "layer_idx moves to the constructor"),
     "LatentAttentionWithRope": Symbol("MV340", f"{CL}.multi_latent_attention.LatentAttentionWithRope"),
     "TensorParallelLatentAttentionWithRope": Symbol("MV340", f"{CL}.quant_mla.QuantizedLatentAttentionWithRope"),
@@ -262,7 +263,7 @@ class Gone(NamedTuple):
 
     code: str  # MV311 (its namespace moved), MV312 (renamed, the same object) or MV313 (gone)
     message: str
-    new: str | None  # the 26.7 name apply writes (MV311, MV312)
+    new: str | None  # the 26.7 name apply writes (MV311, MV312; MV313 in a moved namespace: its new spelling)
 
 
 #: Old layouts: (namespace, the release whose table says where its names went).
@@ -289,15 +290,17 @@ def gone(qualified: str, nn_is_v3: bool) -> Gone | None:
         table: dict[str, dict[str, Any]] = layout["missing"]
     else:
         table = data["gone"]
+    moved = None
+    if release is not None:
+        namespace = max((ns for ns in layout["moves"] if qualified == ns or qualified.startswith(ns + ".")), key=len)
+        moved = layout["moves"][namespace] + qualified[len(namespace):]
     found = _entry(table, qualified)
     if found is None:
-        if release is None:
-            return None
-        namespace = max((ns for ns in layout["moves"] if qualified == ns or qualified.startswith(ns + ".")), key=len)
-        new = layout["moves"][namespace] + qualified[len(namespace):]
-        return Gone("MV311", f"{qualified} -> {new}", new)
-    name, entry = found
-    return _gone_message(qualified, name, entry)
+        return None if moved is None else Gone("MV311", f"{qualified} -> {moved}", moved)
+    gone = _gone_message(qualified, *found)
+    # a gone name of a moved namespace still moves with it: left behind, its import would
+    # make the whole file read as that release's layout
+    return gone if gone.new is not None or moved is None else gone._replace(new=moved)
 
 
 def _entry(table: dict[str, dict[str, Any]], qualified: str) -> tuple[str, dict[str, Any]] | None:
