@@ -75,10 +75,11 @@ RULES: dict[str, Rule] = {
            "Embedding(vocab_size, hidden_dim, dtype, device)", "Embedding(vocab_size=vocab_size, dim=hidden_dim)"),
         _r("MV341", "flipped-default", A, "a default that differs in V3 made explicit so behaviour is unchanged",
            "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim=in_dim, out_dim=out_dim, bias=False)"),
-        _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent",
+        _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent, or that apply "
+           "cannot map (*args/**kwargs, a factory's arguments)",
            "Linear(4, 4, dtype, device, clip_weight=1.0)", "# TODO(migrate-v3): MV342 Linear(clip_weight=...) has no V3 equivalent"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
-           "(apply adds its own V3 port of Transformer)",
+           "(apply adds its own V3 port of Transformer; a q/k/v StackedLinear becomes QKVLinear)",
            "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
@@ -101,7 +102,8 @@ RULES: dict[str, Rule] = {
            "ops.max(x, axis=None)", "F.max(x, axis=-1)"),
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
-        _r("MV373", "graph-value-api", M, "TensorValue-only API (.rebind, .tensor, .buffer, .to(DeviceRef)...)",
+        _r("MV373", "graph-value-api", M, "TensorValue-only API (TensorValue(x), .rebind, .tensor, .buffer, "
+           ".to(DeviceRef)...)",
            "graph.inputs[0].tensor", "# TODO(migrate-v3): MV373 .tensor: forward() already receives Tensors"),
         # MV38x: graph construction and pipeline models
         _r("MV380", "graph-construction", M, "explicit Graph(...) construction becomes F.lazy() + model.compile()",

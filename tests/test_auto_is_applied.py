@@ -15,12 +15,14 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from codemods.residual import statements
+from migrate_v3.apply import apply_paths
 from migrate_v3.findings import Finding
 from migrate_v3.knowledge.layers import FUNCTIONS
 from migrate_v3.pipeline import TransformContext, transform_source
@@ -145,3 +147,26 @@ def test_fixture_auto_findings_are_applied(case: Path) -> None:
     source = case.read_text()
     result = transform_source(source, path=str(case), context=_context(case))
     assert _report(case.name, source, result.code, result.findings) == []
+
+
+#: Real V2 packages of the installed max 26.7: dense, MoE-free decoders, encoders,
+#: a vision-language model, distributed variants and pipeline models.
+REAL = ["bert", "gemma3", "granite", "internvl", "llama3", "mistral", "mpnet", "olmo2", "phi3", "qwen2", "qwen3", "umt5"]
+
+
+def test_real_packages_auto_findings_are_applied(tmp_path: Path) -> None:
+    import max as max_pkg
+
+    architectures = Path(list(max_pkg.__path__)[0]) / "pipelines" / "architectures"
+    for name in REAL:
+        shutil.copytree(architectures / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    report = apply_paths([tmp_path / name for name in REAL], out=tmp_path / "out")
+    problems: list[str] = []
+    checked = 0
+    for file in report.files:
+        assert file.error is None, file.error
+        source = Path(file.source).read_text()
+        problems += _report(Path(file.source).relative_to(tmp_path).as_posix(), source, Path(file.dest).read_text(), file.findings)
+        checked += sum(1 for f in scan_source(source).findings if RULES[f.code].fix is Fix.AUTO)
+    assert checked >= 500
+    assert problems == []
