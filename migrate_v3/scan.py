@@ -570,10 +570,12 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
         for (relative, target, _), (line, col) in zip(located, places, strict=True):
             (result.relative_imports if relative else result.absolute_arch_imports).append((target, line, col))
 
-    used_by: dict[str, set[str]] = {local: set() for local, _, _ in imported}
-    _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, used_by)
     if imported:
+        used_by: dict[str, set[str]] = {local: set() for local, _, _ in imported}
+        _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, used_by)
         raw = _imports_apply_keeps(text, raw, imported, used_by)
+    else:
+        _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, _NO_USES)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
         if _speedups is not None:
@@ -766,6 +768,7 @@ def _code_uses(text: str, names: tuple[str, ...], strings: _Spans, import_spans:
     ]
 
 
+_NO_USES: dict[str, set[str]] = {}
 #: ``F.functional(`` right before a use of ``ops.X``: wrapped, the V3 way.
 _WRAPPED = re.compile(r"functional[ \t]*\([ \t]*$")
 
@@ -840,16 +843,19 @@ def _imports_apply_keeps(
     """``raw`` without the MV310 findings of imports that ``apply`` keeps on purpose: a
     ``max.graph`` name still used where a person has work to do (``TensorValue(x)``,
     ``F.functional(ops.X)``, a collective), and a name only re-exported in ``__all__``."""
-    exported: set[str] = set()
-    if "__all__" in text:
-        for m in _ALL.finditer(text):
-            exported.update(_QUOTED.findall(m.group(1)))
+    exported: set[str] | None = None
     drop = set()
     for local, at, target in imported:
         codes = used_by[local]
-        if (local in exported and not codes) or (
-            target.startswith(K.GRAPH) and any(code and FIX_LABEL[code] != "auto" for code in codes)
-        ):
+        if not codes:
+            if exported is None:
+                exported = set()
+                if "__all__" in text:
+                    for m in _ALL.finditer(text):
+                        exported.update(_QUOTED.findall(m.group(1)))
+            if local in exported:
+                drop.add(at)
+        elif target.startswith(K.GRAPH) and any(code and FIX_LABEL[code] != "auto" for code in codes):
             drop.add(at)
     return [r for r in raw if not (r[1] == "MV310" and r[0] in drop)] if drop else raw
 
@@ -859,10 +865,13 @@ def _note_value_type_uses(
 ) -> None:
     """``TensorValue`` as a type becomes ``Tensor`` (MV330); ``TensorValue(x)`` and
     ``TensorValue.attr`` convert graph values, which apply leaves to a person (MV373)."""
-    symbol = message.split(" ", 1)[0]
-    interop = f"{symbol}(...) converts graph values: in V3 code this is kernel interop only"
+    interop = None
     for start, end in spans:
-        if rest or _CALL.match(text, end):
+        after = text[end : end + 1]
+        if rest or after == "(" or (after in " \t" and _CALL.match(text, end)):
+            if interop is None:
+                symbol = message.split(" ", 1)[0]
+                interop = f"{symbol}(...) converts graph values: in V3 code this is kernel interop only"
             raw.append((start, "MV373", interop))
         else:
             raw.append((start, "MV330", message))
@@ -910,35 +919,46 @@ def _note_positional_use(
         raw.append((start, code, resolved.message))
 
 
+#: The characters that matter when walking a call's arguments (the rest is skipped at C speed).
+_ARG_MARKS = re.compile(r"[()\[\]{}'\"#,*]")
+
+
 def _passes_star_args(text: str, paren: int) -> bool:
     """Whether the call whose ``(`` is at ``paren`` passes ``*args`` or ``**kwargs``: the
     layers codemod cannot bind those to the V2 signature, so a person maps them."""
-    depth, start, i, size = 0, True, paren, len(text)
-    while i < size:
-        c = text[i]
+    close = text.find(")", paren)
+    head = text[paren + 1 : close] if close >= 0 else ""
+    if close >= 0 and not any(c in head for c in "*(\"'#"):
+        return False  # the common case: a flat call without a star
+    depth, last = 0, paren  # last: the offset of the last "(" or "," at depth 1
+    pos, size = paren, len(text)
+    while pos < size:
+        m = _ARG_MARKS.search(text, pos)
+        if m is None:
+            return False
+        c, at = m.group(), m.start()
+        pos = at + 1
         if c in "([{":
             depth += 1
-            start = depth == 1
+            if depth == 1:
+                last = at
         elif c in ")]}":
             depth -= 1
             if depth == 0:
                 return False
-        elif c in "'\"":
-            close = text.find(c, i + 1)
-            while close > 0 and text[close - 1] == "\\":
-                close = text.find(c, close + 1)
-            i = size if close < 0 else close
-            start = False
-        elif c == "#":
-            newline = text.find("\n", i)
-            i = size if newline < 0 else newline
         elif c == "," and depth == 1:
-            start = True
-        elif start and c == "*" and depth == 1:
-            return True
-        elif not c.isspace():
-            start = False
-        i += 1
+            last = at
+        elif c == "*" and depth == 1:
+            if not text[last + 1 : at].strip():
+                return True
+        elif c in "'\"":
+            end = text.find(c, pos)
+            while end > 0 and text[end - 1] == "\\":
+                end = text.find(c, end + 1)
+            pos = size if end < 0 else end + 1
+        elif c == "#":
+            end = text.find("\n", pos)
+            pos = size if end < 0 else end
     return False
 
 

@@ -167,3 +167,7 @@ def test_what_became_of_a_name(name: str, nn_is_v3: bool, code: str, says: str) 
 @pytest.mark.parametrize("name", ["max.nn.Linear", "max.driver.Buffer", "max.dtype.DType", "max.graph.ops.relu"])
 def test_names_26_7_has_are_left_alone(name: str) -> None:
     assert K.gone(name, False) is None
+
+
+def test_the_quick_reading_of_the_table_names_every_gone_name() -> None:
+    assert K._gone_names() == frozenset(K.releases()["gone"])

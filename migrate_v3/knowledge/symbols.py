@@ -271,20 +271,55 @@ _LAYOUT_OF = (("max.nn.module_v3", "25.7"), (V2_LEGACY_NAMESPACE, "26.1"), ("max
               ("max.functional", "26.1"), ("max.random", "26.1"))
 
 
+_LAYOUT_STARTS = tuple(namespace for namespace, _ in _LAYOUT_OF)
+
+
 def _layout(qualified: str, nn_is_v3: bool) -> str | None:
-    for namespace, release in _LAYOUT_OF:
-        if qualified == namespace or qualified.startswith(namespace + "."):
-            return release
-    if nn_is_v3 and (qualified == V2_NN or qualified.startswith(V2_NN + ".")):
+    if qualified.startswith(_LAYOUT_STARTS):
+        for namespace, release in _LAYOUT_OF:
+            if qualified.startswith(namespace) and qualified[len(namespace) : len(namespace) + 1] in ("", "."):
+                return release
+    if nn_is_v3 and qualified.startswith(V2_NN) and qualified[len(V2_NN) : len(V2_NN) + 1] in ("", "."):
         return "26.1"
     return None
+
+
+@cache
+def _gone_names() -> frozenset[str]:
+    """The names of the ``gone`` table, read from its lines without parsing the JSON.
+
+    ``check`` asks about every max name a tree imports, nearly all of them still in
+    26.7; the table itself (5 ms to parse) is needed only for the few that are not.
+    The file holds one name per line, the ``gone`` ones indented by two spaces
+    (``regenerate_releases.dumps``; ``tests/test_releases.py`` holds the two readings equal).
+    """
+    names = set()
+    for line in _GONE.read_text(encoding="utf-8").splitlines():
+        if line.startswith('  "max'):
+            names.add(line[3 : line.index('"', 3)])
+    return frozenset(names)
+
+
+def _maybe_gone(qualified: str) -> bool:
+    """Whether the ``gone`` table has ``qualified`` or one of the modules it is in."""
+    names = _gone_names()
+    if qualified in names:
+        return True
+    end = qualified.rfind(".")
+    while end > 3:
+        if qualified[:end] in names:
+            return True
+        end = qualified.rfind(".", 0, end)
+    return False
 
 
 def gone(qualified: str, nn_is_v3: bool) -> Gone | None:
     """What became of ``qualified``, a name an older release had, in max 26.7 (None: it is
     still there, or no release from 25.4 had it). ``nn_is_v3``: the file follows 26.1."""
-    data = releases()
     release = _layout(qualified, nn_is_v3)
+    if release is None and not _maybe_gone(qualified):
+        return None
+    data = releases()
     if release is not None:
         layout = data["layouts"][release]
         table: dict[str, dict[str, Any]] = layout["missing"]
@@ -308,12 +343,12 @@ def _entry(table: dict[str, dict[str, Any]], qualified: str) -> tuple[str, dict[
     entry = table.get(qualified)
     if entry is not None:
         return qualified, entry
-    module = qualified.rpartition(".")[0]
-    while module.count("."):
-        entry = table.get(module)
+    end = qualified.rfind(".")
+    while end > 3:  # not "max" itself
+        entry = table.get(qualified[:end])
         if entry is not None and entry["kind"] == "module":
-            return module, entry
-        module = module.rpartition(".")[0]
+            return qualified[:end], entry
+        end = qualified.rfind(".", 0, end)
     return None
 
 
