@@ -149,9 +149,12 @@ def test_fixture_auto_findings_are_applied(case: Path) -> None:
     assert _report(case.name, source, result.code, result.findings) == []
 
 
-#: Real V2 packages of the installed max 26.7: dense, MoE-free decoders, encoders,
-#: a vision-language model, distributed variants and pipeline models.
-REAL = ["bert", "gemma3", "granite", "internvl", "llama3", "mistral", "mpnet", "olmo2", "phi3", "qwen2", "qwen3", "umt5"]
+#: Real V2 packages of the installed max 26.7: decoders (dense, MLA, hybrid conv),
+#: encoders, vision-language models, distributed variants and pipeline models.
+REAL = [
+    "bert", "deepseekV2", "gemma3", "granite", "internvl", "lfm2", "llama3", "mistral", "mpnet", "olmo2",
+    "phi3", "qwen2", "qwen2_5vl", "qwen3", "umt5",
+]
 
 
 def test_real_packages_auto_findings_are_applied(tmp_path: Path) -> None:
