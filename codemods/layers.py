@@ -328,7 +328,7 @@ class LayerConstructors(Codemod):
         if factory.symbol not in LAYERS:  # one of several layers
             if updated.args:
                 self.todo(
-                    "MV340",
+                    "MV342",
                     f"{source(original.func)} builds {' or '.join(factory.symbol.split('|'))}: "
                     "pass arguments that suit the V3 classes",
                 )
@@ -339,7 +339,7 @@ class LayerConstructors(Codemod):
         if bound is None:
             v3_keywords = all(a.keyword is not None and a.keyword.value in spec.v3_params for a in updated.args)
             if not v3_keywords:
-                self.todo("MV340", f"{source(original.func)}(...) builds a V2 {factory.symbol}: rewrite its arguments for V3")
+                self.todo("MV342", f"{source(original.func)}(...) builds a V2 {factory.symbol}: rewrite its arguments for V3")
             return updated
         changes = (
             any(a.keyword is None for a in updated.args)
@@ -349,7 +349,7 @@ class LayerConstructors(Codemod):
         if not changes:
             return updated
         if factory.other is not None:
-            self.todo("MV340", f"{source(original.func)} may also be {factory.other}: it must take V3 {spec.v3_name} keywords")
+            self.todo("MV342", f"{source(original.func)} may also be {factory.other}: it must take V3 {spec.v3_name} keywords")
         skip = frozenset({"weight_offset", "multiply_before_cast"}) if factory.symbol == "RMSNorm" else frozenset()
         for name in skip & set(bound.order):
             self.todo("MV342", f"{source(original.func)}({name}=...): pick the V3 RMSNorm variant where the factory is built")
@@ -372,7 +372,7 @@ class LayerConstructors(Codemod):
             return updated
         bound = bind(updated, spec.v2_params, spec.v2_kwonly)
         if bound is None:
-            self.todo("MV340", f"{symbol}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
+            self.todo("MV342", f"{symbol}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
             return updated
         if symbol == "RMSNorm":
             return self._rmsnorm(original, updated, bound)
@@ -408,7 +408,7 @@ class LayerConstructors(Codemod):
         if "stacked" in bound.args:
             new.append(as_keyword(bound.args["stacked"], "stacked"))
         func = self._ref(original.func, *QKV_LINEAR)
-        self.rewrote(original, "MV340", "StackedLinear(q/k/v) → QKVLinear(...) (same q_proj/k_proj/v_proj weights)")
+        self.rewrote(original, "MV343", "StackedLinear(q/k/v) → QKVLinear(...) (same q_proj/k_proj/v_proj weights)")
         return updated.with_changes(func=func, args=relayout(updated.args, new))
 
     def _ref(self, func: cst.BaseExpression, module: str, name: str) -> cst.BaseExpression:

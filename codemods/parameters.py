@@ -7,6 +7,8 @@ changes, which the report says (MV361). The device argument goes away
 
     self.weight = Weight("weight", DType.float32, [4], DeviceRef.CPU())
     →  self.weight = Tensor.zeros([4], dtype=DType.float32)
+
+An annotation ``Weight`` becomes ``Tensor`` as well.
 """
 
 from __future__ import annotations
@@ -41,6 +43,32 @@ class Parameters(Codemod):
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         self.targets.pop()
         return updated
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        target = node.target
+        self_attr = isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+        self.targets.append(target.attr.value if self_attr and isinstance(target, cst.Attribute) else None)
+
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        self.targets.pop()
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if self.state.annotation_depth == 0 or id(original) in self.state.non_refs:
+            return updated
+        return self._annotation(original, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if self.state.annotation_depth == 0:
+            return updated
+        return self._annotation(original, updated)
+
+    def _annotation(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """``attr: Weight`` annotates what is now a Tensor parameter."""
+        if graph_symbol(self.qualname(original)) != "Weight" or id(original) in self.state.attr_bases:
+            return updated
+        self.rewrote(original, "MV360", "Weight annotation → Tensor")
+        return cst.Name(self.state.import_name(TENSOR_MODULE, "Tensor"))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if graph_symbol(self.qualname(original.func)) != "Weight":

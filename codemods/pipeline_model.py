@@ -178,11 +178,11 @@ class PipelineModels(Codemod):
                 continue
             out.append(stmt)
         if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
-            todos.append(f"{TODO_PREFIX}MV383 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
+            todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
 
     def _todo_stmt(self, stmt: cst.BaseStatement, message: str) -> cst.BaseStatement:
-        result = attach_todos(stmt, [f"{TODO_PREFIX}MV383 {message}"])
+        result = attach_todos(stmt, [f"{TODO_PREFIX}MV382 {message}"])
         return result if isinstance(result, cst.BaseStatement) else stmt
 
     def _model_annotation(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
@@ -257,7 +257,7 @@ class PipelineModels(Codemod):
         new_body = [*head, *tail[:-2], rest[0], *tail[-2:]]
         input_types = source(rest[1]) if len(rest) == 4 else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
         todo = (
-            f"{TODO_PREFIX}MV383 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
+            f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
         )
         new = func.with_changes(

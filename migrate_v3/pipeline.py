@@ -36,6 +36,7 @@ from codemods.base import (
     prefilters_on,
     render,
 )
+from codemods.release_names import current_names
 from codemods.residual import statements
 from migrate_v3.classify import kind_of
 from migrate_v3.findings import Finding
@@ -101,8 +102,24 @@ def select_codemods(source: str, kind: str, context: TransformContext | None = N
 def transform_source(
     source: str, *, path: str = "<string>", context: TransformContext | None = None
 ) -> TransformResult:
-    """Rewrite V2 ``source`` into V3. Pure: no I/O. Raises TransformError on bad syntax."""
+    """Rewrite V2 ``source`` into V3. Pure: no I/O. Raises TransformError on bad syntax.
+
+    Imports of older releases' names are first spelled the max 26.7 way
+    (``codemods.release_names``), so that everything after sees 26.7's layout.
+    """
     ctx = context or TransformContext()
+    official_port = (ctx.package or "").endswith("_modulev3") and ctx.only_v2
+    renamed = None if official_port else current_names(source)
+    if renamed is None:
+        return _transform_source(source, path, ctx)
+    result = _transform_source(renamed.code, path, ctx)
+    moved = [f._replace(line=renamed.line_of(f.line)) for f in result.findings]
+    result.findings = sorted([*renamed.findings, *moved])
+    result.changed = result.code != source
+    return result
+
+
+def _transform_source(source: str, path: str, ctx: TransformContext) -> TransformResult:
     kind = classify_source(source)
     if (ctx.package or "").endswith("_modulev3") and ctx.only_v2:
         # a V3 package (an official port): its V2-style helpers are kept on purpose

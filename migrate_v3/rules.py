@@ -49,8 +49,15 @@ RULES: dict[str, Rule] = {
         # MV31x: imports
         _r("MV310", "v2-import", A, "V2 import replaced by its V3 home",
            "from max.nn import Linear", "from max.experimental.nn import Linear"),
-        _r("MV311", "legacy-namespace", A, "import from an older namespace (max.nn.legacy, max.nn.module_v3)",
+        _r("MV311", "legacy-namespace", A, "import from an older namespace (max.nn.legacy, max.nn.module_v3, "
+           "26.1's max.nn/max.tensor/max.functional)",
            "from max.nn.module_v3 import Linear", "from max.experimental.nn import Linear"),
+        _r("MV312", "renamed-in-26-7", A, "a name of an older max release that 26.7 has under another name "
+           "or home (the same object: a re-export or alias in a release)",
+           "from max.kv_cache import PagedKVCacheManager", "from max.pipelines.kv_cache import PagedKVCacheManager"),
+        _r("MV313", "gone-in-26-7", M, "a name of an older max release that 26.7 does not have: the TODO "
+           "names what replaced it, when the releases' source shows it",
+           "from max.driver import Tensor", "# TODO(migrate-v3): MV313 max.driver.Tensor is gone in max 26.7"),
         # MV32x: module interface
         _r("MV320", "module-base", A, "V2 Module base becomes Module[[arg types], return type]",
            "class Wrap(Module):", "class Wrap(Module[[Tensor], Tensor]):"),
@@ -68,14 +75,15 @@ RULES: dict[str, Rule] = {
            "Embedding(vocab_size, hidden_dim, dtype, device)", "Embedding(vocab_size=vocab_size, dim=hidden_dim)"),
         _r("MV341", "flipped-default", A, "a default that differs in V3 made explicit so behaviour is unchanged",
            "Linear(in_dim, out_dim, dtype, device)", "Linear(in_dim=in_dim, out_dim=out_dim, bias=False)"),
-        _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent",
+        _r("MV342", "argument-without-v3", M, "a constructor argument with no V3 equivalent, or that apply "
+           "cannot map (*args/**kwargs, a factory's arguments)",
            "Linear(4, 4, dtype, device, clip_weight=1.0)", "# TODO(migrate-v3): MV342 Linear(clip_weight=...) has no V3 equivalent"),
         _r("MV344", "layer-subclass", A, "a subclass of a V2 layer: its super().__init__(...) arguments get the "
            "layer's V3 map (an RMSNorm subclass gets the V3 variant with its numerics as base), __call__ becomes forward",
            "super().__init__(vocab_size, hidden_dim, dtype, device)",
            "super().__init__(vocab_size=vocab_size, dim=hidden_dim)"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
-           "(apply adds its own V3 port of Transformer)",
+           "(apply adds its own V3 port of Transformer; a q/k/v StackedLinear becomes QKVLinear)",
            "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
@@ -98,7 +106,8 @@ RULES: dict[str, Rule] = {
            "ops.max(x, axis=None)", "F.max(x, axis=-1)"),
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
-        _r("MV373", "graph-value-api", M, "TensorValue-only API (.rebind, .tensor, .buffer, .to(DeviceRef)...)",
+        _r("MV373", "graph-value-api", M, "TensorValue-only API (TensorValue(x), .rebind, .tensor, .buffer, "
+           ".to(DeviceRef)...)",
            "graph.inputs[0].tensor", "# TODO(migrate-v3): MV373 .tensor: forward() already receives Tensors"),
         # MV38x: graph construction and pipeline models
         _r("MV380", "graph-construction", M, "explicit Graph(...) construction becomes F.lazy() + model.compile()",

@@ -27,7 +27,7 @@ from symtable import symtable
 from types import ModuleType
 from typing import NamedTuple
 
-from migrate_v3.findings import Finding, Record, finding_of
+from migrate_v3.findings import FIX_LABEL, Finding, Record, finding_of
 from migrate_v3.knowledge import symbols as K
 
 #: The version of migrate_v3/_speedups.c this module was written for (its SPEEDUPS_API).
@@ -365,6 +365,9 @@ def _lookup_nn(name: str, parts: list[str], legacy: bool) -> Resolved:
         return _KEEP
     sym = K.NN_SYMBOLS.get(final)
     if sym is None:
+        moved = K.gone(name, legacy)
+        if moved is not None and moved.code == "MV313":  # an older release's name: say what became of it
+            return Resolved("v2", moved.code, moved.message)
         return Resolved("v2", "MV300", f"max.nn.{final} has no migrate-v3 rule: migrate it by hand")
     return Resolved("v2", sym.code, _nn_message(final, sym))
 
@@ -378,6 +381,8 @@ def _nn_message(final: str, sym: K.Symbol) -> str:
 def _lookup_ops(parts: list[str]) -> Resolved:
     if not parts:
         return Resolved("interop", "MV370", "ops module: use max.experimental.functional as F")
+    if len(parts) > 1 and parts[-1] in K.GRAPH_KEEP:
+        return _KEEP  # a type V3 code keeps, from an ops submodule (ops.resize.InterpolationMode)
     op = ".".join(parts[:2]) if parts[0] in {"allreduce", "reducescatter", "random"} else parts[0]
     if op in K.OPS_COLLECTIVE:
         return Resolved("interop", "MV391", f"ops.{op}: V3 collectives take one distributed Tensor (F.allreduce_sum, F.allgather...)")
@@ -476,7 +481,7 @@ class _Positions:
 
 
 #: Importing any of these means the file follows 26.1, where max.nn was ModuleV3.
-_NN_IS_V3 = ("max.tensor", "max.functional", K.V2_LEGACY_NAMESPACE)
+_NN_IS_V3 = K.NN_IS_V3
 #: Their last parts: a statement that binds a name under one of them spells it.
 _NN_IS_V3_WORDS = tuple(namespace.rpartition(".")[2] for namespace in _NN_IS_V3)
 
@@ -530,6 +535,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     aliases: dict[str, str] = {}
     effects = _EFFECTS[nn_is_v3]
     located: list[tuple[bool, str, int]] = []  # (relative?, target, offset) of imports that may name other packages
+    imported: list[tuple[str, int, str]] = []  # (local, offset, target) of the imports with an MV310 finding
     for line_start, end, module, body, base in statements:
         import_spans.starts.append(line_start)
         import_spans.ends.append(end)
@@ -543,6 +549,8 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 effect = effects[target] = _import_effect(target, nn_is_v3)
             if effect.architecture:
                 located.append((False, target, at))
+            if effect.gone is not None:
+                raw.append((at, *effect.gone))
             if star:
                 resolved = _resolve(target + ".*", nn_is_v3)
                 if resolved.kind == "v3":
@@ -565,13 +573,19 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                 result.interop = True
             if effect.mv310 is not None:
                 raw.append((at, "MV310", f"import {local}: {effect.mv310}"))
+                imported.append((local, at, target))
     if located:
         starts = [at for _, _, at in located]
         places = _speedups.line_cols(text, starts) if _speedups is not None else [position(at) for at in starts]
         for (relative, target, _), (line, col) in zip(located, places, strict=True):
             (result.relative_imports if relative else result.absolute_arch_imports).append((target, line, col))
 
-    _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw)
+    if imported:
+        used_by: dict[str, set[str]] = {local: set() for local, _, _ in imported}
+        _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, used_by)
+        raw = _imports_apply_keeps(text, raw, imported, used_by)
+    else:
+        _scan_uses(text, strings, import_spans, aliases, nn_is_v3, result, raw, _NO_USES)
     if result.v2:
         _scan_classes(text, strings, aliases, nn_is_v3, raw)
         if _speedups is not None:
@@ -594,8 +608,8 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
                         raw.append((pos, code, message))
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
-    if not result.v2:
-        raw = [r for r in raw if r[1] == "MV311"]  # kernel interop is fine in ModuleV3 code
+    if not result.v2:  # kernel interop is fine in ModuleV3 code; older releases' names are not
+        raw = [r for r in raw if r[1] in _RELEASE_CODES]
     if not raw and _TODO not in text:
         return result, findings
     result.todo_markers = text.count(_TODO)
@@ -640,17 +654,23 @@ class _ImportEffect(NamedTuple):
     release: str | None  # the release whose API it belongs to, when it tells
     mv311: str | None  # an old-namespace finding's message
     mv310: str | None  # an import finding's message, after "import <local name>: "
+    gone: tuple[str, str] | None  # (MV312 or MV313, message): a name max 26.7 renamed or no longer has
 
 
-_NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None)
+#: The codes about older releases' names: findings in any file, V2 or not.
+_RELEASE_CODES = frozenset({"MV311", "MV312", "MV313"})
+_NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None, None)
 #: ``_import_effect`` results by nn_is_v3.
 _EFFECTS: tuple[dict[str, _ImportEffect], dict[str, _ImportEffect]] = ({}, {})
 
 
 def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
     resolved = _resolve(target, nn_is_v3)
+    moved = K.gone(target, nn_is_v3) if target.startswith("max.") else None
+    gone = None if moved is None or moved.code == "MV311" else (moved.code, moved.message)
     if resolved is _NONE and not target.startswith((K.V2_LEGACY_NAMESPACE, K.ARCHITECTURES)):
-        return _NO_EFFECT  # most imports: a name none of the rules is about
+        # most imports: a name none of the rules is about
+        return _NO_EFFECT if gone is None else _NO_EFFECT._replace(gone=gone)
     release: str | None = None
     mv311 = mv310 = None
     if resolved.kind == "v3":
@@ -660,13 +680,15 @@ def _import_effect(target: str, nn_is_v3: bool) -> _ImportEffect:
     elif _under(target, K.V2_LEGACY_NAMESPACE):
         release = "26.1"
         mv311 = f"{target}: max.nn.legacy is the 26.1 home of the V2 API"
+    if gone is not None and moved is not None and mv311 is not None:
+        mv311 = None  # its namespace moved, but max 26.7 has no such name there: MV312/MV313 says so
     if resolved.kind == "v2" and resolved.code in {"MV320", "MV330", "MV340", "MV350", "MV351", "MV360"}:
         mv310 = resolved.message
     elif resolved.kind == "interop" and resolved.code in {"MV330", "MV370"}:
         mv310 = resolved.message
     return _ImportEffect(
         _under(target, K.ARCHITECTURES), resolved.kind == "v2", resolved.kind == "v3",
-        resolved.kind == "interop", release, mv311, mv310,
+        resolved.kind == "interop", release, mv311, mv310, gone,
     )
 
 
@@ -756,6 +778,11 @@ def _code_uses(text: str, names: tuple[str, ...], strings: _Spans, import_spans:
     ]
 
 
+_NO_USES: dict[str, set[str]] = {}
+#: ``F.functional(`` right before a use of ``ops.X``: wrapped, the V3 way.
+_WRAPPED = re.compile(r"functional[ \t]*\([ \t]*$")
+
+
 def _scan_uses(
     text: str,
     strings: _Spans,
@@ -764,7 +791,10 @@ def _scan_uses(
     nn_is_v3: bool,
     result: Scan,
     raw: list[tuple[int, str, str]],
+    used_by: dict[str, set[str]],
 ) -> None:
+    """Findings at the uses of imported names; ``used_by``: for the local names it holds,
+    the rule codes of their uses."""
     worth = _WORTH[nn_is_v3]
     names = []
     for local, target in aliases.items():
@@ -789,15 +819,72 @@ def _scan_uses(
             name = _BLANKS.sub("", name)
         head, _, rest = name.partition(".")
         resolved = _resolve(aliases[head] + (f".{rest}" if rest else ""), nn_is_v3)
+        noted = used_by.get(head)
+        if noted is not None:
+            noted.add("")  # used at all
+            before = len(raw)
         if resolved.kind == "base" or resolved.code in _CONSTRUCTOR_RULES:
             for start, end in spans:
                 _note_positional_use(text, start, end, resolved, rest, result, raw)
+            if noted is not None:
+                noted.update(r[1] for r in raw[before:])
             continue
         kind, code = resolved.kind, resolved.code
         _mark(result, kind)
-        if code is not None and not (kind == "interop" and not rest and code == "MV370"):
+        if code == "MV330":  # a graph value type: a call or an attribute of it is kernel interop, not a type
+            _note_value_type_uses(text, spans, rest, resolved.message, raw)
+        elif code is not None and not (kind == "interop" and not rest and code == "MV370"):
             message = resolved.message
+            if code == "MV372":  # F.functional(ops.X) is already the V3 form
+                spans = [span for span in spans if not _WRAPPED.search(text, max(0, span[0] - 16), span[0])]
             raw.extend([(start, code, message) for start, _ in spans])
+        if noted is not None:
+            noted.update(r[1] for r in raw[before:])
+
+
+#: ``__all__ = [...]`` (or a tuple, or ``+=``): the names a module re-exports.
+_ALL = re.compile(r"^__all__[ \t]*(?::[^=\n]*)?\+?=[ \t]*[\[(]([^\])]*)[\])]", re.M)
+_QUOTED = re.compile(r"[\"']([A-Za-z_]\w*)[\"']")
+
+
+def _imports_apply_keeps(
+    text: str, raw: list[tuple[int, str, str]], imported: list[tuple[str, int, str]], used_by: dict[str, set[str]]
+) -> list[tuple[int, str, str]]:
+    """``raw`` without the MV310 findings of imports that ``apply`` keeps on purpose: a
+    ``max.graph`` name still used where a person has work to do (``TensorValue(x)``,
+    ``F.functional(ops.X)``, a collective), and a name only re-exported in ``__all__``."""
+    exported: set[str] | None = None
+    drop = set()
+    for local, at, target in imported:
+        codes = used_by[local]
+        if not codes:
+            if exported is None:
+                exported = set()
+                if "__all__" in text:
+                    for m in _ALL.finditer(text):
+                        exported.update(_QUOTED.findall(m.group(1)))
+            if local in exported:
+                drop.add(at)
+        elif target.startswith(K.GRAPH) and any(code and FIX_LABEL[code] != "auto" for code in codes):
+            drop.add(at)
+    return [r for r in raw if not (r[1] == "MV310" and r[0] in drop)] if drop else raw
+
+
+def _note_value_type_uses(
+    text: str, spans: list[tuple[int, int]], rest: str, message: str, raw: list[tuple[int, str, str]]
+) -> None:
+    """``TensorValue`` as a type becomes ``Tensor`` (MV330); ``TensorValue(x)`` and
+    ``TensorValue.attr`` convert graph values, which apply leaves to a person (MV373)."""
+    interop = None
+    for start, end in spans:
+        after = text[end : end + 1]
+        if rest or after == "(" or (after in " \t" and _CALL.match(text, end)):
+            if interop is None:
+                symbol = message.split(" ", 1)[0]
+                interop = f"{symbol}(...) converts graph values: in V3 code this is kernel interop only"
+            raw.append((start, "MV373", interop))
+        else:
+            raw.append((start, "MV330", message))
 
 
 def _mark(result: Scan, kind: str) -> None:
@@ -830,10 +917,59 @@ def _note_positional_use(
             # (and says so where it cannot).
             resolved = Resolved("v2", "MV344", f"subclass of {resolved.message}: its super().__init__(...) follows the V3 map")
             code = resolved.code
-        elif not _CALL.match(text, end):
-            return  # an annotation or isinstance(): the import rewrite covers it
+        else:
+            call = _CALL.match(text, end)
+            if call is None:
+                return  # an annotation or isinstance(): the import rewrite covers it
+            if code == "MV340" and _passes_star_args(text, call.end() - 1):
+                symbol = resolved.message.split(" ", 1)[0]
+                resolved = Resolved("v2", "MV342", f"{symbol}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
+                code = resolved.code
     if code is not None and not (resolved.kind == "interop" and not rest and code == "MV370"):
         raw.append((start, code, resolved.message))
+
+
+#: The characters that matter when walking a call's arguments (the rest is skipped at C speed).
+_ARG_MARKS = re.compile(r"[()\[\]{}'\"#,*]")
+
+
+def _passes_star_args(text: str, paren: int) -> bool:
+    """Whether the call whose ``(`` is at ``paren`` passes ``*args`` or ``**kwargs``: the
+    layers codemod cannot bind those to the V2 signature, so a person maps them."""
+    close = text.find(")", paren)
+    head = text[paren + 1 : close] if close >= 0 else ""
+    if close >= 0 and not any(c in head for c in "*(\"'#"):
+        return False  # the common case: a flat call without a star
+    depth, last = 0, paren  # last: the offset of the last "(" or "," at depth 1
+    pos, size = paren, len(text)
+    while pos < size:
+        m = _ARG_MARKS.search(text, pos)
+        if m is None:
+            return False
+        c, at = m.group(), m.start()
+        pos = at + 1
+        if c in "([{":
+            depth += 1
+            if depth == 1:
+                last = at
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif c == "," and depth == 1:
+            last = at
+        elif c == "*" and depth == 1:
+            if not text[last + 1 : at].strip():
+                return True
+        elif c in "'\"":
+            end = text.find(c, pos)
+            while end > 0 and text[end - 1] == "\\":
+                end = text.find(c, end + 1)
+            pos = size if end < 0 else end + 1
+        elif c == "#":
+            end = text.find("\n", pos)
+            pos = size if end < 0 else end
+    return False
 
 
 def _in_class_header(text: str, pos: int) -> bool:

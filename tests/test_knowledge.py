@@ -73,3 +73,15 @@ def test_layer_spec_matches_installed_classes(spec: LayerSpec) -> None:
 def test_stacked_linear_parameters() -> None:
     positional = [p.name for p in _params(_v2_classes()["StackedLinear"])]
     assert list(STACKED_LINEAR_PARAMS) == positional
+
+
+def test_every_auto_layer_symbol_has_an_argument_map() -> None:
+    """``check`` calls a max.nn constructor or container ``auto`` only when ``apply`` can rewrite
+    its calls: it has a LayerSpec, a function home, or is a container or the Module base."""
+    from migrate_v3.knowledge import symbols as K
+    from migrate_v3.knowledge.layers import CONTAINERS, FUNCTIONS, LAYERS, MODULE_NAMES
+
+    mapped = set(LAYERS) | set(FUNCTIONS) | set(CONTAINERS) | set(MODULE_NAMES)
+    auto = {name for name, sym in K.NN_SYMBOLS.items() if sym.code in {"MV320", "MV340", "MV350", "MV351"}}
+    assert auto - mapped == set()
+    assert {"Linear", "RMSNorm", "AttentionWithRope"} <= auto

@@ -185,6 +185,8 @@ LAYERS: dict[str, LayerSpec] = {
             f"{CL}.linear",
             "ColumnParallelLinear",
             ("in_dim", "out_dim", "dtype", "devices", "tied_weight"),
+            # the Linear arguments its **kwargs passes on
+            v2_kwonly=("has_bias", "quantization_encoding", "quant_config", "name", "clip_weight"),
             v3_params=("in_dim", "out_dim", "bias", "quant_config"),
             rename={"has_bias": "bias"},
             unsupported={"tied_weight": "tied_weight: tie in forward() instead", **_LINEAR_UNSUPPORTED},

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 _DATA = Path(__file__).with_name("max_26_7.json")
+_GONE = Path(__file__).with_name("gone_26_7.json")
 
 
 @cache
@@ -43,9 +44,13 @@ V3_NAMESPACES: dict[str, str] = {
     "max.nn.module_v3": "25.6/25.7",
     "max.tensor": "26.1",
     "max.functional": "26.1",
+    "max.random": "26.1",
 }
 #: 26.1 moved V2 under ``max.nn.legacy`` (and ``max.nn`` was ModuleV3 there).
 V2_LEGACY_NAMESPACE = "max.nn.legacy"
+#: Importing any of these means the file follows 26.1, where max.nn was ModuleV3
+#: (none of them exists in another release).
+NN_IS_V3 = ("max.tensor", "max.functional", "max.random", V2_LEGACY_NAMESPACE)
 V2_NN = "max.nn"
 GRAPH = "max.graph"
 PIPELINES_LIB = "max.pipelines.lib"
@@ -56,6 +61,9 @@ CL = "max.experimental.nn.common_layers"
 
 # --- max.nn (api-map §1a, §2) --------------------------------------------------
 
+#: The note of a V2 name whose V3 home migrate-v3 has no argument map for (knowledge.layers).
+_NO_MAP = "migrate-v3 has no argument map for it: write the V3 call by hand"
+
 NN_SYMBOLS: dict[str, Symbol] = {
     "Module": Symbol("MV320", f"{E}.Module"),
     "LayerList": Symbol("MV350", f"{E}.sequential.ModuleList"),
@@ -64,7 +72,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "Linear": Symbol("MV340", f"{E}.Linear", "V3 bias defaults to True"),
     "Embedding": Symbol("MV340", f"{E}.Embedding", "dim is keyword-only"),
     "RMSNorm": Symbol("MV340", f"{E}.RMSNorm", "multiply_before_cast differs"),
-    "GemmaRMSNorm": Symbol("MV340", f"{E}.GemmaRMSNorm"),
+    "GemmaRMSNorm": Symbol("MV342", f"{E}.GemmaRMSNorm", _NO_MAP),
     "LayerNorm": Symbol("MV340", f"{E}.LayerNorm", "pass keep_dtype=False for V2 numerics"),
     "ConstantLayerNorm": Symbol("MV340", f"{E}.LayerNorm", "elementwise_affine=False, keep_dtype=False"),
     "GroupNorm": Symbol("MV340", f"{E}.GroupNorm"),
@@ -75,15 +83,18 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "YarnRotaryEmbedding": Symbol("MV340", f"{CL}.rotary_embedding.YarnRotaryEmbedding"),
     "ColumnParallelLinear": Symbol("MV340", f"{CL}.linear.ColumnParallelLinear", "V3 does not allgather outputs"),
     "VocabParallelEmbedding": Symbol("MV340", f"{CL}.embedding.VocabParallelEmbedding"),
-    "StackedLinear": Symbol("MV340", f"{CL}.linear.QKVLinear", "q/k/v only"),
+    # only a q/k/v StackedLinear has a V3 class: apply rewrites those, a person the rest
+    "StackedLinear": Symbol("MV343", f"{CL}.linear.QKVLinear", "q/k/v only: apply rewrites those"),
     "AttentionWithRope": Symbol("MV340", f"{CL}.attention.AttentionWithRope", "layer_idx moves to the constructor"),
-    "LatentAttentionWithRope": Symbol("MV340", f"{CL}.multi_latent_attention.LatentAttentionWithRope"),
-    "TensorParallelLatentAttentionWithRope": Symbol("MV340", f"{CL}.quant_mla.QuantizedLatentAttentionWithRope"),
+    "LatentAttentionWithRope": Symbol("MV342", f"{CL}.multi_latent_attention.LatentAttentionWithRope", _NO_MAP),
+    "TensorParallelLatentAttentionWithRope": Symbol(
+        "MV342", f"{CL}.quant_mla.QuantizedLatentAttentionWithRope", _NO_MAP
+    ),
     "MoE": Symbol("MV340", f"{CL}.moe.MoE"),
     "MoEGate": Symbol("MV340", f"{CL}.moe.MoEGate"),
     "MoEQuantized": Symbol("MV340", f"{CL}.quant_moe.QuantizedMoE"),
     "activation_function_from_name": Symbol("MV340", f"{CL}.activation.activation_function_from_name"),
-    "clamp": Symbol("MV340", "max.experimental.functional.clamp"),
+    "clamp": Symbol("MV342", "max.experimental.functional.clamp", _NO_MAP),
     # layer classes without a V3 class (MV343)
     "Llama3RotaryEmbedding": Symbol(
         "MV340", "max.pipelines.architectures.llama3_modulev3.layers.rotary_embedding.Llama3RotaryEmbedding"
@@ -240,3 +251,125 @@ def allowed_max_nn() -> frozenset[str]:
 def ops_table() -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = derived()["ops"]
     return table
+
+
+# --- names of older releases (gone_26_7.json, see regenerate_releases.py) ---------------
+
+
+@cache
+def releases() -> dict[str, Any]:
+    """The names of max 25.4-26.6 that 26.7 moved or no longer has (see regenerate_releases.py)."""
+    data: dict[str, Any] = json.loads(_GONE.read_text(encoding="utf-8"))
+    return data
+
+
+class Gone(NamedTuple):
+    """An older release's name that max 26.7 spells differently or does not have."""
+
+    code: str  # MV311 (its namespace moved), MV312 (renamed, the same object) or MV313 (gone)
+    message: str
+    new: str | None  # the 26.7 name apply writes (MV311, MV312; MV313 in a moved namespace: its new spelling)
+
+
+#: Old layouts: (namespace, the release whose table says where its names went).
+_LAYOUT_OF = (("max.nn.module_v3", "25.7"), (V2_LEGACY_NAMESPACE, "26.1"), ("max.tensor", "26.1"),
+              ("max.functional", "26.1"), ("max.random", "26.1"))
+
+
+_LAYOUT_STARTS = tuple(namespace for namespace, _ in _LAYOUT_OF)
+
+
+def _layout(qualified: str, nn_is_v3: bool) -> str | None:
+    if qualified.startswith(_LAYOUT_STARTS):
+        for namespace, release in _LAYOUT_OF:
+            if qualified.startswith(namespace) and qualified[len(namespace) : len(namespace) + 1] in ("", "."):
+                return release
+    if nn_is_v3 and qualified.startswith(V2_NN) and qualified[len(V2_NN) : len(V2_NN) + 1] in ("", "."):
+        return "26.1"
+    return None
+
+
+@cache
+def _gone_names() -> frozenset[str]:
+    """The names of the ``gone`` table, read from its lines without parsing the JSON.
+
+    ``check`` asks about every max name a tree imports, nearly all of them still in
+    26.7; the table itself (5 ms to parse) is needed only for the few that are not.
+    The file holds one name per line, the ``gone`` ones indented by two spaces
+    (``regenerate_releases.dumps``; ``tests/test_releases.py`` holds the two readings equal).
+    """
+    names = set()
+    for line in _GONE.read_text(encoding="utf-8").splitlines():
+        if line.startswith('  "max'):
+            names.add(line[3 : line.index('"', 3)])
+    return frozenset(names)
+
+
+def _maybe_gone(qualified: str) -> bool:
+    """Whether the ``gone`` table has ``qualified`` or one of the modules it is in."""
+    names = _gone_names()
+    if qualified in names:
+        return True
+    end = qualified.rfind(".")
+    while end > 3:
+        if qualified[:end] in names:
+            return True
+        end = qualified.rfind(".", 0, end)
+    return False
+
+
+def gone(qualified: str, nn_is_v3: bool) -> Gone | None:
+    """What became of ``qualified``, a name an older release had, in max 26.7 (None: it is
+    still there, or no release from 25.4 had it). ``nn_is_v3``: the file follows 26.1."""
+    release = _layout(qualified, nn_is_v3)
+    if release is None and not _maybe_gone(qualified):
+        return None
+    data = releases()
+    if release is not None:
+        layout = data["layouts"][release]
+        table: dict[str, dict[str, Any]] = layout["missing"]
+    else:
+        table = data["gone"]
+    moved = None
+    if release is not None:
+        namespace = max((ns for ns in layout["moves"] if qualified == ns or qualified.startswith(ns + ".")), key=len)
+        moved = layout["moves"][namespace] + qualified[len(namespace):]
+    found = _entry(table, qualified)
+    if found is None:
+        return None if moved is None else Gone("MV311", f"{qualified} -> {moved}", moved)
+    gone = _gone_message(qualified, *found)
+    # a gone name of a moved namespace still moves with it: left behind, its import would
+    # make the whole file read as that release's layout
+    return gone if gone.new is not None or moved is None else gone._replace(new=moved)
+
+
+def _entry(table: dict[str, dict[str, Any]], qualified: str) -> tuple[str, dict[str, Any]] | None:
+    """The entry of ``qualified``, or of the gone module it is in."""
+    entry = table.get(qualified)
+    if entry is not None:
+        return qualified, entry
+    end = qualified.rfind(".")
+    while end > 3:  # not "max" itself
+        entry = table.get(qualified[:end])
+        if entry is not None and entry["kind"] == "module":
+            return qualified[:end], entry
+        end = qualified.rfind(".", 0, end)
+    return None
+
+
+def _gone_message(qualified: str, name: str, entry: dict[str, Any]) -> Gone:
+    what = qualified if name == qualified else f"{qualified}: module {name}"
+    head = f"{what} is gone in max 26.7 (last in {entry['last']})"
+    to, evidence, seen = entry["to"], entry["evidence"], entry.get("in")
+    if name == qualified and entry["mechanical"]:
+        how = "an alias of" if evidence == "alias" else "a re-export of"
+        return Gone("MV312", f"{head}: use {to}, the same object (in {seen} it was {how} {entry['via']})", to)
+    if evidence == "deprecation-note":
+        hint = f"its {seen} docstring says to use {to} instead (not the same class: port the call by hand)"
+    elif evidence == "same-members":
+        hint = f"replaced by {to}? ({seen} defines it with the same members; not proven the same: rename by hand)"
+    elif evidence == "same-name":
+        hint = f"max 26.7 has {to} of the same name (check that it is the same thing)"
+    else:
+        hint = "removed, no replacement"
+    return Gone("MV313", f"{head}: {hint}", None)
