@@ -82,6 +82,12 @@ def _v3_of(spec: LayerSpec, v3_names: list[str]) -> list[tuple[str, str]]:
     return [(back.get(v3, v3), v3) for v3 in v3_names]
 
 
+def defines_init(node: cst.ClassDef) -> bool:
+    """The class body defines ``__init__``."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == "__init__" for s in body)
+
+
 def _func_name(call: cst.Call) -> str | None:
     return call.func.value if isinstance(call.func, cst.Name) else None
 
@@ -117,8 +123,8 @@ class LayerConstructors(Codemod):
         self.in_partial = 0
         #: enclosing classes and functions: ("class", the V2 layer it subclasses or "") / ("def", name)
         self.scopes: list[tuple[str, str]] = []
-        #: ids of the enclosing (original) ClassDef nodes
-        self.class_ids: list[int] = []
+        #: the enclosing (original) ClassDef nodes, and the base naming a V2 layer (where check reports it)
+        self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
         self.base_variant: list[str | None] = []
 
@@ -136,15 +142,20 @@ class LayerConstructors(Codemod):
     # --- subclasses of V2 layers ------------------------------------------------
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        symbols = {s for s in (v2_symbol(self.qualname(b.value)) for b in node.bases) if s in LAYERS}
-        self.scopes.append(("class", symbols.pop() if len(symbols) == 1 else ""))
-        self.class_ids.append(id(node))
+        layer_bases = {
+            s: b.value for b in node.bases if (s := v2_symbol(self.qualname(b.value))) in LAYERS
+        }
+        symbol = next(iter(layer_bases)) if len(layer_bases) == 1 else ""
+        self.scopes.append(("class", symbol))
+        self.class_nodes.append((node, layer_bases.get(symbol)))
         self.base_variant.append(None)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         _, symbol = self.scopes.pop()
-        self.class_ids.pop()
+        _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()
+        if symbol and layer_base is not None and not defines_init(original):
+            self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
         if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
             return updated
         bases = []
@@ -174,11 +185,12 @@ class LayerConstructors(Codemod):
     def _super_init(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         spec = LAYERS[symbol]
         bound = bind(updated, spec.v2_params, spec.v2_kwonly)
-        self.state.layer_inits.add(self.class_ids[-1])
+        node, base = self.class_nodes[-1]
+        self.state.layer_inits.add(id(node))
         if bound is None:
-            self.todo("MV344", f"super().__init__(...) of a V2 {symbol} uses */** or unknown arguments: rewrite it for V3")
+            self.todo("MV345", f"super().__init__(...) of a V2 {symbol} uses */** or unknown arguments: rewrite it for V3")
             return updated
-        self.rewrote(original, "MV344", f"super().__init__(...) of a {symbol} subclass: the V3 {symbol} map")
+        self.rewrote(base or original, "MV344", f"class {node.name.value}({symbol}): super().__init__(...) gets the V3 {symbol} map")
         if symbol == "RMSNorm":
             new = self._rmsnorm(original, updated, bound)
             if not isinstance(new, cst.Call) or new is updated:

@@ -23,6 +23,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import Codemod
+from codemods.layers import defines_init
 from codemods.resolve import import_bindings
 from migrate_v3.knowledge.layers import LAYERS, MODULE_HOME, MODULE_NAMES, v2_symbol
 
@@ -40,11 +41,6 @@ def _has_super_init(body: cst.BaseSuite) -> bool:
                 if isinstance(small, cst.Expr) and ".__init__(self" in source(small).replace(" ", ""):
                     return True
     return False
-
-
-def _defines_init(node: cst.ClassDef) -> bool:
-    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-    return any(isinstance(s, cst.FunctionDef) and s.name.value == "__init__" for s in body)
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -119,10 +115,10 @@ class ModuleInterface(Codemod):
         if not self.classes:
             self.available.add(original.name.value)
         if is_module == "layer":
-            if _defines_init(original) and id(original) not in self.state.layer_inits:
+            if defines_init(original) and id(original) not in self.state.layer_inits:
                 symbols = [s for s in (v2_symbol(self.qualname(b.value)) for b in original.bases) if s in LAYERS]
                 self.todo(
-                    "MV344",
+                    "MV345",
                     f"subclass of V2 {symbols[0]}: its __init__ does not call super().__init__(...) with "
                     "arguments migrate-v3 could map: make them follow the V3 class",
                 )

@@ -82,6 +82,10 @@ RULES: dict[str, Rule] = {
            "layer's V3 map (an RMSNorm subclass gets the V3 variant with its numerics as base), __call__ becomes forward",
            "super().__init__(vocab_size, hidden_dim, dtype, device)",
            "super().__init__(vocab_size=vocab_size, dim=hidden_dim)"),
+        _r("MV345", "layer-subclass-by-hand", M, "a subclass of a V2 layer whose __init__ passes */** or no "
+           "arguments to super().__init__(...): apply cannot map them",
+           "super().__init__(*args, **kwargs)",
+           "# TODO(migrate-v3): MV345 super().__init__(...) of a V2 Linear uses */** or unknown arguments"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
            "(apply adds its own V3 port of Transformer; a q/k/v StackedLinear becomes QKVLinear)",
            "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),

@@ -913,9 +913,13 @@ def _note_positional_use(
     code = resolved.code
     if code in _CONSTRUCTOR_RULES:
         if _in_class_header(text, start):
-            # A subclass of a V2 layer: apply maps its super().__init__ call
-            # (and says so where it cannot).
-            resolved = Resolved("v2", "MV344", f"subclass of {resolved.message}: its super().__init__(...) follows the V3 map")
+            # A subclass of a V2 layer: apply maps its super().__init__ call,
+            # unless its __init__ has none or passes */**.
+            if _maps_super_init(text, start):
+                resolved = Resolved("v2", "MV344", f"subclass of {resolved.message}: its super().__init__(...) follows the V3 map")
+            else:
+                resolved = Resolved("v2", "MV345", f"subclass of {resolved.message}: its __init__ passes */** or no "
+                                    "arguments to super().__init__(...): make them follow the V3 class")
             code = resolved.code
         else:
             call = _CALL.match(text, end)
@@ -970,6 +974,26 @@ def _passes_star_args(text: str, paren: int) -> bool:
             end = text.find("\n", pos)
             pos = size if end < 0 else end
     return False
+
+
+_SUPER_INIT = re.compile(r"super\(\s*(?:\w+\s*,\s*\w+\s*)?\)\s*\.\s*__init__\s*\(")
+
+
+def _maps_super_init(text: str, header: int) -> bool:
+    """Whether the class whose header holds ``header`` has no ``__init__``, or one whose
+    ``super().__init__(...)`` passes no ``*``/``**`` (what the layers codemod maps)."""
+    line_start = text.rfind("\n", 0, header) + 1
+    indent = len(text) - len(text[line_start:].lstrip(" \t")) - line_start
+    body_end = len(text)
+    for m in re.finditer(r"\n([ \t]*)(?=[^ \t\n#])", text[header:]):
+        if len(m.group(1)) <= indent and m.start() > 0:
+            body_end = header + m.start()
+            break
+    body = text[header:body_end]
+    if "def __init__" not in body:
+        return True
+    call = _SUPER_INIT.search(body)
+    return call is not None and not _passes_star_args(text, header + call.end() - 1)
 
 
 def _in_class_header(text: str, pos: int) -> bool:
