@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ def _git(cwd: Path, *args: str) -> None:
 
 @pytest.mark.slow
 def test_hook_blocks_v2_and_passes_v3(tmp_path: Path) -> None:
-    if shutil.which("pre-commit") is None:
+    if importlib.util.find_spec("pre_commit") is None:
         pytest.fail("pre-commit is not installed (it is in the dev extra)")
     work = tmp_path / "work"
     work.mkdir()
@@ -30,7 +31,7 @@ def test_hook_blocks_v2_and_passes_v3(tmp_path: Path) -> None:
 
     def hook(*files: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["pre-commit", "try-repo", str(REPO), "migrate-v3-check", "--files", *files],
+            [sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "migrate-v3-check", "--files", *files],
             cwd=work, env=env, capture_output=True, text=True, timeout=600,
         )
 
