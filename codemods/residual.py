@@ -49,11 +49,18 @@ def statements(tree: ast.Module) -> list[ast.stmt]:
     return out
 
 
+def first_line(node: ast.stmt) -> int:
+    """Where a statement's text starts: its first decorator for a decorated def or class
+    (``ast`` gives the ``def``/``class`` line; a comment there would split the decorators from it)."""
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+
+
 def statement_starts(stmts: list[ast.stmt]) -> dict[int, int]:
     """Line → first line of the innermost statement containing it."""
     starts: dict[int, int] = {}
     spans = sorted(
-        ((n.lineno, n.end_lineno or n.lineno) for n in stmts),
+        ((first_line(n), n.end_lineno or n.lineno) for n in stmts),
         key=lambda span: span[1] - span[0],
         reverse=True,
     )
