@@ -141,9 +141,14 @@ def residual_notes(code: str) -> str:
             notes[first].append(text)
     if not notes:
         return code
+    # isort keeps a comment above an import apart from the import before it
+    imports = {n.lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
+    import_ends = {n.end_lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
     out: list[str] = []
     for number, text in enumerate(lines, start=1):
         indent = text[: len(text) - len(text.lstrip())]
+        if number in notes and number in imports and number - 1 in import_ends:
+            out.append("")
         out.extend(indent + note for note in notes.get(number, []))
         out.append(text)
     result = "\n".join(out) + ("\n" if code.endswith("\n") else "")
