@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codemods.base import Codemod, TransformContext, code_for, render
-from codemods.imports import _IMPORT_STMT, _alias_name, _is_import_line, identifiers
+from codemods.imports import _IMPORT_STMT, _STRINGS_AND_COMMENTS, _alias_name, _is_import_line
 from codemods.registration import Registration
 from codemods.resolve import import_bindings, module_name
 
@@ -97,9 +97,28 @@ def sort_key(stmt: cst.SimpleStatementLine) -> tuple[object, ...]:
         return (0, 0, natural(_alias_name(small.names[0])), ())
     assert isinstance(small, cst.ImportFrom)
     names = [] if isinstance(small.names, cst.ImportStar) else _aliases(small)
-    first = member_key(*names[0]) if names else ()
-    has_alias = len(names) == 1 and names[0][1] is not None
-    return (1, -len(small.relative), natural(module_name(small.module)), (has_alias, first))
+    first = min(member_key(*n) for n in names) if names else ()
+    return (1, -len(small.relative), natural(module_name(small.module)), first)
+
+
+_REFERENCE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
+
+
+def references(code: str) -> set[str]:
+    """Names ``code`` refers to: identifiers outside comments and plain strings, less
+    attribute names (``F.avg_pool2d`` does not use an imported ``avg_pool2d``)."""
+    return set(_REFERENCE.findall(_STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)))
+
+
+def _bound(body: Sequence[cst.BaseStatement]) -> set[str]:
+    """The names the top-level import statements of ``body`` bind."""
+    return {
+        local
+        for stmt in body if _is_import_line(stmt)
+        for small in stmt.body  # type: ignore[attr-defined]
+        if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
+        for local, _ in import_bindings(small)
+    }
 
 
 def _has_comment(node: cst.CSTNode) -> bool:
@@ -208,8 +227,10 @@ class ImportOrder(Codemod):
         state = self.state
         before = {self._code(s) for s in original.body if _is_import_line(s)}
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import_line(s)])
-        used_after = identifiers(render(rest, state))
-        used_before = identifiers(_IMPORT_STMT.sub(" ", state.source))
+        used_after = references(render(rest, state))
+        used_before = references(_IMPORT_STMT.sub(" ", state.source))
+        # an import a rewrite asked for and did not use in the end goes too
+        used_before |= {alias or name for _, name, alias in state.needed_imports} - _bound(original.body)
         body: list[cst.BaseStatement] = []
         blocks: list[tuple[int, int]] = []  # [start, end) of each run of import statements
         touched: set[int] = set()
@@ -277,7 +298,11 @@ class ImportOrder(Codemod):
 
     def _arrange(self, block: list[cst.SimpleStatementLine], touched: set[int]) -> list[cst.SimpleStatementLine]:
         """The block with its touched, comment-free statements laid out and put in place."""
-        movable = [i for i in sorted(touched) if len(block[i].body) == 1 and not _has_comment(block[i])]
+        # a comment above a statement may be about its neighbours too: that one stays
+        movable = [
+            i for i in sorted(touched)
+            if len(block[i].body) == 1 and not any(line.comment for line in block[i].leading_lines)
+        ]
         if not movable:
             return block
         head = _spacing(block[0].leading_lines)
@@ -286,7 +311,8 @@ class ImportOrder(Codemod):
         carry: list[cst.EmptyLine] = []
         for i, stmt in enumerate(block):
             if i in movable:
-                moving.extend(canonical(stmt))
+                # a statement with a comment inside keeps its layout
+                moving.extend([stmt.with_changes(leading_lines=())] if _has_comment(stmt) else canonical(stmt))
                 carry = carry or _spacing(stmt.leading_lines)
                 continue
             if carry and not _spacing(stmt.leading_lines):
@@ -304,6 +330,8 @@ class ImportOrder(Codemod):
                 lines = [*head, *_comments_from(lines)]
             elif _spacing(lines) and section(kept[i - 1]) == section(stmt) and _top_package(kept[i - 1]) == _top_package(stmt):
                 lines = _comments_from(lines)
+            else:  # one blank line at most between groups
+                lines = [*_spacing(lines)[:1], *_comments_from(lines)]
             out.append(stmt.with_changes(leading_lines=lines) if lines != list(stmt.leading_lines) else stmt)
         return out
 
