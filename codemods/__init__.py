@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from codemods.base import Codemod
 from codemods.containers import Containers
+from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies
 from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
@@ -46,6 +47,7 @@ ORDER: list[type[Codemod]] = [
     Ops,  # MV37x: ops.X → F.X, graph-value APIs
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
+    DeadLocals,  # clean-up: locals and function-level imports only the dropped V2 arguments used
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
     Registration,  # MV303: arch.py / __init__.py registration names

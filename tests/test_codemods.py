@@ -40,6 +40,7 @@ CODEMOD_DIRS = [
     "registration",
     "dependencies",
     "ports",
+    "dead_locals",
 ]
 CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
 

@@ -1,0 +1,268 @@
+"""MV340 clean-up — locals and function-level imports that only the dropped V2 arguments used.
+
+V3 layers take no ``dtype``/``device`` (MV340 drops those arguments) and V3
+has no ``InferenceSession`` (MV381 replaces ``session.load``), so a local that
+only fed them is dead in the migrated function: ruff reports it (F841). A
+local goes when all of these hold: the original function read it, the
+rewritten one does not, it is bound once, by ``name = value``, and the value
+has no side effects (names, attributes, constants, constant subscripts) or
+is the V2 ``InferenceSession`` the rewrite made unused. A function-level
+import the rewritten function no longer uses goes the same way. A comment
+above a removed statement moves to the next one.
+
+    dtype = config.dtype
+    self.proj = Linear(4, 4, dtype, device)
+    →  self.proj = Linear(in_dim=4, out_dim=4, bias=False)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+
+from codemods.base import Codemod, code_for
+from codemods.imports import _STRINGS_AND_COMMENTS
+from codemods.resolve import import_bindings
+
+#: V2 runtime objects whose only use the rewrite removes (``session.load`` → ``model.compile``)
+_V2_RUNTIME = frozenset({"max.engine.InferenceSession", "max.engine.api.InferenceSession"})
+_CONSTANT_NAMES = frozenset({"None", "True", "False"})
+
+
+def _pure(node: cst.BaseExpression) -> bool:
+    """No side effects to evaluate: names, attribute chains, constants, constant subscripts."""
+    if isinstance(node, cst.Name | cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return _pure(node.expression)
+    if isinstance(node, cst.Attribute):
+        return _pure(node.value)
+    if isinstance(node, cst.Subscript):
+        return _pure(node.value) and all(
+            isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.Integer | cst.SimpleString | cst.UnaryOperation)
+            for el in node.slice
+        )
+    return False
+
+
+def _assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """``name = value`` (one target, one statement on the line)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value, small.value
+    return None
+
+
+def _statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The statements of a function body at any block depth, not inside nested defs/classes."""
+    out: list[cst.BaseStatement] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+            continue
+        for child in stmt.children:
+            if isinstance(child, cst.BaseSuite):
+                out.extend(_statements(child.body) if isinstance(child, cst.IndentedBlock) else [])
+            elif isinstance(child, cst.CSTNode):
+                for suite in child.children:  # else/except/finally clauses
+                    if isinstance(suite, cst.IndentedBlock):
+                        out.extend(_statements(suite.body))
+    return out
+
+
+def _reads(code: str, name: str) -> int:
+    """How often ``code`` reads ``name`` (not as an attribute, keyword or assignment target)."""
+    text = _STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)
+    return len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)(?!\s*=(?!=))", text))
+
+
+def _declared_outside(code: str, name: str) -> bool:
+    """``global name`` / ``nonlocal name``: an assignment then is not local."""
+    return re.search(rf"\b(?:global|nonlocal)\b[^\n]*\b{re.escape(name)}\b", code) is not None
+
+
+class _Drop(cst.CSTTransformer):
+    """Remove the given statements (by identity), moving their comment lines to the next one."""
+
+    def __init__(self, dead: set[int]) -> None:
+        super().__init__()
+        self.dead = dead
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not any(id(s) in self.dead for s in original.body):
+            return updated
+        body: list[cst.BaseStatement] = []
+        carry: list[cst.EmptyLine] = []
+        # (libcst's transformer rebuilds the statements: they are known by their originals)
+        for i, (old, stmt) in enumerate(zip(original.body, updated.body, strict=True)):
+            if id(old) in self.dead and (body or i < len(updated.body) - 1):  # a block keeps one statement
+                carry.extend(line for line in stmt.leading_lines if line.comment is not None)  # type: ignore[attr-defined]
+                continue
+            if carry:
+                stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])  # type: ignore[attr-defined]
+                carry = []
+            body.append(stmt)
+        return updated.with_changes(body=body)
+
+
+class DeadLocals(Codemod):
+    PREFIX = "MV34"
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.module = node
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if updated is original or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        assert isinstance(original.body, cst.IndentedBlock)
+        runtime: set[str] = set()  # code of `name = InferenceSession(...)` statements
+        candidates: set[str] = set()
+        imports = False
+        for stmt in _statements(original.body.body):
+            imports = imports or _is_import(stmt)
+            found = _assignment(stmt)
+            if found is None:
+                continue
+            name, value = found
+            if isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME:
+                runtime.add(_code(stmt))
+                candidates.add(name)
+            elif _pure(value):
+                candidates.add(name)
+        updated = self._inline_aliases(original, updated)
+        if not candidates and not imports:
+            return updated
+        before = code_for(self.module, original.body)
+        after = code_for(self.module, updated.body)
+        dead = {
+            name for name in candidates
+            if _reads(before, name) and not _reads(after, name) and not _declared_outside(before, name)
+        }
+        removed = set()
+        for stmt in _statements(updated.body.body) if dead else ():
+            found = _assignment(stmt)
+            if found is not None and found[0] in dead and (_pure(found[1]) or _code(stmt) in runtime):
+                removed.add(id(stmt))
+        if removed:
+            updated = updated.with_changes(body=updated.body.visit(_Drop(removed)))
+            after = code_for(self.module, updated.body)
+        if imports:
+            unused = {
+                local
+                for stmt in _statements(updated.body.body) if _is_import(stmt)
+                for small in stmt.body  # type: ignore[attr-defined]
+                if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
+                for local, _ in import_bindings(small)
+                if _reads(_without_imports(before), local) and not _reads(_without_imports(after), local)
+            }
+            if unused:
+                updated = updated.with_changes(body=updated.body.visit(_DropImports(unused)))
+        return updated
+
+
+    def _inline_aliases(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        """``compiled = graph`` where the rewrite turned ``compiled = session.load(graph, ...)``
+        into a plain alias: later reads use ``graph`` and the alias goes."""
+        assert isinstance(original.body, cst.IndentedBlock) and isinstance(updated.body, cst.IndentedBlock)
+        olds, news = original.body.body, updated.body.body
+        if len(olds) != len(news):
+            return updated
+        params = {p.name.value for p in (*updated.params.params, *updated.params.kwonly_params, *updated.params.posonly_params)}
+        for i, (old, new) in enumerate(zip(olds, news, strict=True)):
+            was, now = _assignment(old), _assignment(new)
+            if was is None or now is None or isinstance(was[1], cst.Name) or not isinstance(now[1], cst.Name):
+                continue
+            alias, target = now[0], now[1].value
+            rest = code_for(self.module, updated.body.with_changes(body=news[i + 1 :]))
+            whole = code_for(self.module, updated.body)
+            if (
+                alias == target or alias in params
+                or _bindings(whole, alias) != 1 or _bindings(rest, target)
+                or _declared_outside(whole, alias) or _declared_outside(whole, target)
+            ):
+                continue
+            tail = [s.visit(_Rename(alias, target)) for s in news[i + 1 :]]
+            carry = [line for line in new.leading_lines if line.comment is not None]  # type: ignore[attr-defined]
+            if carry and tail:
+                tail[0] = tail[0].with_changes(leading_lines=[*carry, *tail[0].leading_lines])  # type: ignore[attr-defined]
+            if not tail:
+                continue
+            self.rewrote(old, "MV381", f"{alias} = {target}: the compiled model is {target}")
+            return updated.with_changes(body=updated.body.with_changes(body=[*news[:i], *tail]))  # type: ignore[list-item]
+        return updated
+
+
+def _bindings(code: str, name: str) -> int:
+    """Places that may bind ``name`` (assignments, keywords too: an overcount is safe)."""
+    text = _STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)
+    n = re.escape(name)
+    return len(re.findall(rf"(?<![.\w]){n}\s*(?:[-+*/%&|^@:]|//|\*\*|<<|>>)?=(?!=)|\bas\s+{n}\b|\bfor\b[^\n]*(?<![.\w]){n}\b|(?<![.\w]){n}\s*,[^\n]*=|,\s*{n}\s*[,)\]]?[^\n]*=|\b(?:def|class|import)\s+{n}\b|\bdef\s+\w+\s*\([^)]*\b{n}\b|\blambda\b[^:]*\b{n}\b", text))
+
+
+class _Rename(cst.CSTTransformer):
+    """Reads of one local name renamed (attribute names and keywords untouched)."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _code(stmt: cst.BaseStatement) -> str:
+    return cst.Module(body=[stmt.with_changes(leading_lines=())]).code  # type: ignore[call-arg]
+
+
+def _is_import(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|from[ \t]+[\w.]+[ \t]+import[^\n]*|import[ \t][^\n]*)", re.M)
+
+
+def _without_imports(code: str) -> str:
+    return _IMPORT_LINE.sub(" ", code)
+
+
+class _DropImports(cst.CSTTransformer):
+    """Remove the given local names from function-level import statements."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        return original  # a nested function's imports are its own
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+        if not _is_import(updated):
+            return updated
+        smalls = []
+        for small in updated.body:
+            assert isinstance(small, cst.Import | cst.ImportFrom)
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                smalls.append(small)
+                continue
+            keep = [a for a in small.names if next(import_bindings(small.with_changes(names=[a])))[0] not in self.names]  # type: ignore[union-attr]
+            if len(keep) == len(small.names):  # type: ignore[arg-type]
+                smalls.append(small)
+            elif keep:
+                keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                smalls.append(small.with_changes(names=keep, lpar=None, rpar=None) if isinstance(small, cst.ImportFrom) else small.with_changes(names=keep))
+        if not smalls:
+            return cst.RemoveFromParent()
+        smalls[-1] = smalls[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(body=smalls)
