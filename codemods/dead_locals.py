@@ -18,7 +18,7 @@ above a removed statement moves to the next one.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -31,18 +31,41 @@ _V2_RUNTIME = frozenset({"max.engine.InferenceSession", "max.engine.api.Inferenc
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 
 
-def _pure(node: cst.BaseExpression) -> bool:
-    """No side effects to evaluate: names, attribute chains, constants, constant subscripts."""
+#: calls that only build a value: ``functools.partial`` and V2's ``DeviceRef``
+_VALUE_CALLS = ("functools.partial", "max.graph.DeviceRef", "max.graph.type.DeviceRef")
+_PURE_COMPARISONS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+
+
+def _pure(node: cst.BaseExpression, qualname: Callable[[cst.BaseExpression], str | None]) -> bool:
+    """No side effects to evaluate: names, attribute chains, constants, constant subscripts,
+    arithmetic, ``and``/``or``/``not``, ``is``/``==`` and conditional expressions of those,
+    and the value-building calls of ``_VALUE_CALLS`` on them."""
+    def pure(n: cst.BaseExpression) -> bool:
+        return _pure(n, qualname)
+
     if isinstance(node, cst.Name | cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString):
         return True
     if isinstance(node, cst.UnaryOperation):
-        return _pure(node.expression)
+        return pure(node.expression)
+    if isinstance(node, cst.BinaryOperation | cst.BooleanOperation):
+        return pure(node.left) and pure(node.right)
+    if isinstance(node, cst.Comparison):
+        return pure(node.left) and all(isinstance(c.operator, _PURE_COMPARISONS) and pure(c.comparator) for c in node.comparisons)
+    if isinstance(node, cst.IfExp):
+        return pure(node.test) and pure(node.body) and pure(node.orelse)
+    if isinstance(node, cst.Tuple | cst.List):
+        return all(not isinstance(e, cst.StarredElement) and pure(e.value) for e in node.elements)
     if isinstance(node, cst.Attribute):
-        return _pure(node.value)
+        return pure(node.value)
     if isinstance(node, cst.Subscript):
-        return _pure(node.value) and all(
+        return pure(node.value) and all(
             isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.Integer | cst.SimpleString | cst.UnaryOperation)
             for el in node.slice
+        )
+    if isinstance(node, cst.Call):
+        func = qualname(node.func) or ""
+        return any(func == c or func.startswith(c + ".") for c in _VALUE_CALLS) and all(
+            not a.star and pure(a.value) for a in node.args
         )
     return False
 
@@ -91,15 +114,29 @@ class _Drop(cst.CSTTransformer):
     def __init__(self, dead: set[int]) -> None:
         super().__init__()
         self.dead = dead
+        self.gone: set[int] = set()  # ids of the `if` statements removed whole
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
+        """``if <pure>: x = ...`` with only dead statements and no ``else`` goes whole."""
+        body = original.body
+        if (
+            original.orelse is None and isinstance(body, cst.IndentedBlock)
+            and all(id(s) in self.dead for s in body.body) and _pure(original.test, lambda n: None)
+        ):
+            self.gone.add(id(original))
+        return updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        if not any(id(s) in self.dead for s in original.body):
+        drop = [id(s) in self.dead or id(s) in self.gone for s in original.body]
+        if not any(drop):
             return updated
+        if all(drop):
+            drop[-1] = False  # a block keeps one statement
         body: list[cst.BaseStatement] = []
         carry: list[cst.EmptyLine] = []
         # (libcst's transformer rebuilds the statements: they are known by their originals)
-        for i, (old, stmt) in enumerate(zip(original.body, updated.body, strict=True)):
-            if id(old) in self.dead and (body or i < len(updated.body) - 1):  # a block keeps one statement
+        for gone, stmt in zip(drop, updated.body, strict=True):
+            if gone:
                 carry.extend(line for line in stmt.leading_lines if line.comment is not None)  # type: ignore[attr-defined]
                 continue
             if carry:
@@ -119,7 +156,7 @@ class DeadLocals(Codemod):
         if updated is original or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         assert isinstance(original.body, cst.IndentedBlock)
-        runtime: set[str] = set()  # code of `name = InferenceSession(...)` statements
+        removable: set[str] = set()  # code of the statements that may go
         candidates: set[str] = set()
         imports = False
         for stmt in _statements(original.body.body):
@@ -128,10 +165,8 @@ class DeadLocals(Codemod):
             if found is None:
                 continue
             name, value = found
-            if isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME:
-                runtime.add(_code(stmt))
-                candidates.add(name)
-            elif _pure(value):
+            if (isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME) or _pure(value, self.qualname):
+                removable.add(_code(stmt))
                 candidates.add(name)
         updated = self._inline_aliases(original, updated)
         if not candidates and not imports:
@@ -145,7 +180,8 @@ class DeadLocals(Codemod):
         removed = set()
         for stmt in _statements(updated.body.body) if dead else ():
             found = _assignment(stmt)
-            if found is not None and found[0] in dead and (_pure(found[1]) or _code(stmt) in runtime):
+            # (the statement as it was: the rewrites left it alone)
+            if found is not None and found[0] in dead and _code(stmt) in removable:
                 removed.add(id(stmt))
         if removed:
             updated = updated.with_changes(body=updated.body.visit(_Drop(removed)))
