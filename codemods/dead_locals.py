@@ -17,7 +17,9 @@ above a removed statement moves to the next one.
 
 from __future__ import annotations
 
+import ast
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import libcst as cst
@@ -80,20 +82,31 @@ def _assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | Non
     return None
 
 
+def _blocks(stmt: cst.BaseStatement) -> list[cst.IndentedBlock]:
+    """The blocks of a compound statement (body, elif/else, except/finally, match cases)."""
+    out: list[cst.IndentedBlock] = []
+    todo: list[object] = [stmt]
+    while todo:
+        node = todo.pop()
+        for attr in ("body", "orelse", "finalbody"):
+            part = getattr(node, attr, None)
+            if isinstance(part, cst.IndentedBlock):
+                out.append(part)
+            elif isinstance(part, cst.If | cst.Else | cst.Finally):
+                todo.append(part)
+        todo.extend(getattr(node, "handlers", ()))
+        todo.extend(getattr(node, "cases", ()))
+    return out
+
+
 def _statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """The statements of a function body at any block depth, not inside nested defs/classes."""
     out: list[cst.BaseStatement] = []
     for stmt in body:
         out.append(stmt)
-        if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
-            continue
-        for child in stmt.children:
-            if isinstance(child, cst.BaseSuite):
-                out.extend(_statements(child.body) if isinstance(child, cst.IndentedBlock) else [])
-            elif isinstance(child, cst.CSTNode):
-                for suite in child.children:  # else/except/finally clauses
-                    if isinstance(suite, cst.IndentedBlock):
-                        out.extend(_statements(suite.body))
+        if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+            for block in _blocks(stmt):
+                out.extend(_statements(block.body))
     return out
 
 
@@ -108,42 +121,61 @@ def _declared_outside(code: str, name: str) -> bool:
     return re.search(rf"\b(?:global|nonlocal)\b[^\n]*\b{re.escape(name)}\b", code) is not None
 
 
-class _Drop(cst.CSTTransformer):
-    """Remove the given statements (by identity), moving their comment lines to the next one."""
+def _whole_if_dead(stmt: cst.BaseStatement, dead: set[int]) -> bool:
+    """``if <pure>: x = ...`` with only dead statements and no ``else`` goes whole."""
+    return (
+        isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock)
+        and all(id(s) in dead for s in stmt.body.body) and _pure(stmt.test, lambda n: None)
+    )
 
-    def __init__(self, dead: set[int]) -> None:
-        super().__init__()
-        self.dead = dead
-        self.gone: set[int] = set()  # ids of the `if` statements removed whole
 
-    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
-        """``if <pure>: x = ...`` with only dead statements and no ``else`` goes whole."""
-        body = original.body
-        if (
-            original.orelse is None and isinstance(body, cst.IndentedBlock)
-            and all(id(s) in self.dead for s in body.body) and _pure(original.test, lambda n: None)
-        ):
-            self.gone.add(id(original))
-        return updated
+def _prune(block: cst.IndentedBlock, dead: set[int]) -> cst.IndentedBlock:
+    """``block`` without the ``dead`` statements (by identity), at any depth; the comment
+    lines above a removed statement move to the next one; a block keeps one statement."""
+    stmts = [s if id(s) in dead else _prune_compound(s, dead) for s in block.body]
+    drop = [id(old) in dead or _whole_if_dead(old, dead) for old in block.body]
+    if not any(drop):
+        return block if all(a is b for a, b in zip(stmts, block.body, strict=True)) else block.with_changes(body=stmts)
+    if all(drop):
+        drop[-1] = False
+    body: list[cst.BaseStatement] = []
+    carry: list[cst.EmptyLine] = []
+    for gone, stmt in zip(drop, stmts, strict=True):
+        if gone:
+            carry.extend(line for line in stmt.leading_lines if line.comment is not None)  # type: ignore[attr-defined]
+            continue
+        if carry:
+            stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])  # type: ignore[attr-defined]
+            carry = []
+        body.append(stmt)
+    return block.with_changes(body=body)
 
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        drop = [id(s) in self.dead or id(s) in self.gone for s in original.body]
-        if not any(drop):
-            return updated
-        if all(drop):
-            drop[-1] = False  # a block keeps one statement
-        body: list[cst.BaseStatement] = []
-        carry: list[cst.EmptyLine] = []
-        # (libcst's transformer rebuilds the statements: they are known by their originals)
-        for gone, stmt in zip(drop, updated.body, strict=True):
-            if gone:
-                carry.extend(line for line in stmt.leading_lines if line.comment is not None)  # type: ignore[attr-defined]
-                continue
-            if carry:
-                stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])  # type: ignore[attr-defined]
-                carry = []
-            body.append(stmt)
-        return updated.with_changes(body=body)
+
+def _prune_compound(stmt: cst.BaseStatement, dead: set[int]) -> cst.BaseStatement:
+    if not isinstance(stmt, cst.BaseCompoundStatement) or isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+        return stmt
+    return _prune_parts(stmt, dead)  # type: ignore[return-value]
+
+
+def _prune_parts(node: cst.CSTNode, dead: set[int]) -> cst.CSTNode:
+    changes: dict[str, object] = {}
+    for attr in ("body", "orelse", "finalbody"):
+        part = getattr(node, attr, None)
+        if isinstance(part, cst.IndentedBlock):
+            new: object = _prune(part, dead)
+        elif isinstance(part, cst.If | cst.Else | cst.Finally):
+            new = _prune_parts(part, dead)
+        else:
+            continue
+        if new is not part:
+            changes[attr] = new
+    for attr in ("handlers", "cases"):
+        parts = getattr(node, attr, None)
+        if parts:
+            news = [_prune_parts(p, dead) for p in parts]
+            if any(a is not b for a, b in zip(news, parts, strict=True)):
+                changes[attr] = news
+    return node.with_changes(**changes) if changes else node
 
 
 class DeadLocals(Codemod):
@@ -151,8 +183,33 @@ class DeadLocals(Codemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self.module = node
+        self.path: list[str] = []  # enclosing class/def names
+        self.seen: Counter[tuple[str, ...]] = Counter()
+        self.keys: dict[int, tuple[tuple[str, ...], int]] = {}
+        self.original_reads: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] | None = None
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.path.append(node.name.value)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.path.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.path.append(node.name.value)
+        key = tuple(self.path)
+        self.keys[id(node)] = (key, self.seen[key])
+        self.seen[key] += 1
+
+    def _reads_before(self, node: cst.FunctionDef) -> tuple[Counter[str], frozenset[str]]:
+        """(names the original function reads, names it declares global/nonlocal), from ``ast``:
+        the original source, parsed once, costs less than printing each function."""
+        if self.original_reads is None:
+            self.original_reads = _function_reads(self.state.source)
+        return self.original_reads.get(self.keys[id(node)], (Counter(), frozenset()))
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.path.pop()
         if updated is original or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         assert isinstance(original.body, cst.IndentedBlock)
@@ -171,12 +228,11 @@ class DeadLocals(Codemod):
         updated = self._inline_aliases(original, updated)
         if not candidates and not imports:
             return updated
-        before = code_for(self.module, original.body)
+        read, declared = self._reads_before(original)
+        if not any(read[name] for name in candidates) and not imports:
+            return updated
         after = code_for(self.module, updated.body)
-        dead = {
-            name for name in candidates
-            if _reads(before, name) and not _reads(after, name) and not _declared_outside(before, name)
-        }
+        dead = {name for name in candidates if read[name] and name not in declared and not _reads(after, name)}
         removed = set()
         for stmt in _statements(updated.body.body) if dead else ():
             found = _assignment(stmt)
@@ -184,7 +240,7 @@ class DeadLocals(Codemod):
             if found is not None and found[0] in dead and _code(stmt) in removable:
                 removed.add(id(stmt))
         if removed:
-            updated = updated.with_changes(body=updated.body.visit(_Drop(removed)))
+            updated = updated.with_changes(body=_prune(updated.body, removed))
             after = code_for(self.module, updated.body)
         if imports:
             unused = {
@@ -193,7 +249,7 @@ class DeadLocals(Codemod):
                 for small in stmt.body  # type: ignore[attr-defined]
                 if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
                 for local, _ in import_bindings(small)
-                if _reads(_without_imports(before), local) and not _reads(_without_imports(after), local)
+                if read[local] and not _reads(_without_imports(after), local)
             }
             if unused:
                 updated = updated.with_changes(body=updated.body.visit(_DropImports(unused)))
@@ -254,6 +310,39 @@ class _Rename(cst.CSTTransformer):
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         return updated.with_changes(keyword=original.keyword)
+
+
+def _function_reads(source: str) -> dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]]:
+    """Per function (its class/def path and its rank among functions of that path): the names
+    its body reads (nested scopes included) and the names it declares global/nonlocal."""
+    out: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] = {}
+    seen: Counter[tuple[str, ...]] = Counter()
+
+    def walk(node: ast.AST, path: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                key = (*path, child.name)
+                if not isinstance(child, ast.ClassDef):
+                    reads: Counter[str] = Counter()
+                    declared: set[str] = set()
+                    for stmt in child.body:
+                        for sub in ast.walk(stmt):
+                            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                                reads[sub.id] += 1
+                            elif isinstance(sub, ast.Global | ast.Nonlocal):
+                                declared.update(sub.names)
+                    out[key, seen[key]] = (reads, frozenset(declared))
+                    seen[key] += 1
+                walk(child, key)
+            else:
+                walk(child, path)
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # a grammar libcst knows and this Python does not: keep all
+        return out
+    walk(tree, ())
+    return out
 
 
 def _code(stmt: cst.BaseStatement) -> str:

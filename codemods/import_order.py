@@ -68,6 +68,17 @@ def _aliases(small: cst.ImportFrom) -> list[tuple[str, str | None]]:
     ]
 
 
+_KEYS: dict[int, tuple[cst.SimpleStatementLine, int, tuple[object, ...], str]] = {}
+
+
+def _keys(stmt: cst.SimpleStatementLine) -> tuple[int, tuple[object, ...], str]:
+    """(section, sort key, top-level package) of a statement, computed once per statement object."""
+    hit = _KEYS.get(id(stmt))
+    if hit is None or hit[0] is not stmt:
+        hit = _KEYS[id(stmt)] = (stmt, section(stmt), sort_key(stmt), _top_package(stmt))
+    return hit[1], hit[2], hit[3]
+
+
 def section(stmt: cst.SimpleStatementLine) -> int:
     small = stmt.body[0]
     if isinstance(small, cst.ImportFrom):
@@ -257,6 +268,7 @@ class ImportOrder(Codemod):
             mine = {i - start for i in touched if start <= i < end}
             block = [s for s in body[start:end] if isinstance(s, cst.SimpleStatementLine)]
             body[start:end] = _space_comments(self._arrange(block, mine), False) if mine else _space_comments(block, True)
+        _KEYS.clear()
         return updated.with_changes(body=body)
 
     @staticmethod
@@ -277,8 +289,7 @@ class ImportOrder(Codemod):
             assert isinstance(small, cst.Import | cst.ImportFrom)
             names = list(small.names)  # type: ignore[arg-type]
             keep = []
-            for alias in names:
-                local, target = next(import_bindings(small.with_changes(names=[alias])))
+            for alias, (local, target) in zip(names, import_bindings(small), strict=True):
                 if local in used_before and local not in used_after:
                     self.rewrote(small, "MV310", f"import of {target} removed (the rewrite left it unused)")
                     continue
@@ -319,7 +330,7 @@ class ImportOrder(Codemod):
                 stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])
             carry = []
             kept.append(stmt)
-        for stmt in sorted(moving, key=lambda s: (section(s), sort_key(s))):
+        for stmt in sorted(moving, key=lambda s: _keys(s)[:2]):
             kept = self._merge_or_insert(kept, stmt)
         # the block starts with the spacing it had; a group start that moved down gets
         # the blank line isort puts between sections (or none inside one)
@@ -328,7 +339,7 @@ class ImportOrder(Codemod):
             lines = list(stmt.leading_lines)
             if i == 0:
                 lines = [*head, *_comments_from(lines)]
-            elif _spacing(lines) and section(kept[i - 1]) == section(stmt) and _top_package(kept[i - 1]) == _top_package(stmt):
+            elif _spacing(lines) and _keys(kept[i - 1])[::2] == _keys(stmt)[::2]:
                 lines = _comments_from(lines)
             else:  # one blank line at most between groups
                 lines = [*_spacing(lines)[:1], *_comments_from(lines)]
@@ -338,7 +349,7 @@ class ImportOrder(Codemod):
     @staticmethod
     def _merge_or_insert(block: list[cst.SimpleStatementLine], stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
         small = stmt.body[0]
-        sec, key, top = section(stmt), sort_key(stmt), _top_package(stmt)
+        sec, key, top = _keys(stmt)
         if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             names = _aliases(small)
             if all(a is None or a == n for n, a in names):
@@ -355,10 +366,11 @@ class ImportOrder(Codemod):
                         vertical = o.rpar is not None and o.names[-1].comma is not cst.MaybeSentinel.DEFAULT
                         new = layout(module, merged, vertical=bool(vertical)).with_changes(leading_lines=other.leading_lines)
                         return [*block[:i], new, *block[i + 1 :]]
-        same = [i for i, s in enumerate(block) if section(s) == sec]
-        near = [i for i in same if _top_package(block[i]) == top] or same
+        keys = [_keys(s) for s in block]
+        same = [i for i, k in enumerate(keys) if k[0] == sec]
+        near = [i for i in same if keys[i][2] == top] or same
         if near:
-            later = [i for i in near if sort_key(block[i]) > key]
+            later = [i for i in near if keys[i][1] > key]
             at = later[0] if later else near[-1] + 1
             lines: list[cst.EmptyLine] = []
             if later and at == near[0] and _spacing(block[at].leading_lines):
@@ -366,7 +378,7 @@ class ImportOrder(Codemod):
                 lines = _spacing(block[at].leading_lines)
                 block = [*block[:at], block[at].with_changes(leading_lines=_comments_from(block[at].leading_lines)), *block[at + 1 :]]
             return [*block[:at], stmt.with_changes(leading_lines=lines), *block[at:]]
-        at = next((i for i, s in enumerate(block) if section(s) > sec), len(block))
+        at = next((i for i, k in enumerate(keys) if k[0] > sec), len(block))
         new = stmt.with_changes(leading_lines=[cst.EmptyLine()])
         if at < len(block) and not _spacing(block[at].leading_lines):
             block = [*block[:at], block[at].with_changes(leading_lines=[cst.EmptyLine(), *block[at].leading_lines]), *block[at + 1 :]]
