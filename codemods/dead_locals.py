@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from codemods.base import Codemod, code_for
+from codemods.base import Codemod, code_for, render
 from codemods.imports import _STRINGS_AND_COMMENTS
 from codemods.resolve import import_bindings
 
@@ -187,6 +187,8 @@ class DeadLocals(Codemod):
         self.seen: Counter[tuple[str, ...]] = Counter()
         self.keys: dict[int, tuple[tuple[str, ...], int]] = {}
         self.original_reads: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] | None = None
+        #: id of a rewritten function → (it, candidate names, code of removable statements, original reads)
+        self.pending: dict[int, tuple[cst.FunctionDef, set[str], set[str], Counter[str]]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.path.append(node.name.value)
@@ -229,32 +231,52 @@ class DeadLocals(Codemod):
         if not candidates and not imports:
             return updated
         read, declared = self._reads_before(original)
-        if not any(read[name] for name in candidates) and not imports:
+        candidates = {name for name in candidates if read[name] and name not in declared}
+        if candidates or imports:
+            # decided once the module is printed (one print, reused by Imports)
+            self.pending[id(updated)] = (updated, candidates, removable, read)
+        return updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if not self.pending:
             return updated
-        after = code_for(self.module, updated.body)
-        dead = {name for name in candidates if read[name] and name not in declared and not _reads(after, name)}
-        removed = set()
-        for stmt in _statements(updated.body.body) if dead else ():
-            found = _assignment(stmt)
-            # (the statement as it was: the rewrites left it alone)
-            if found is not None and found[0] in dead and _code(stmt) in removable:
-                removed.add(id(stmt))
-        if removed:
-            updated = updated.with_changes(body=_prune(updated.body, removed))
-            after = code_for(self.module, updated.body)
-        if imports:
+        try:
+            tree = ast.parse(render(updated, self.state))
+        except (SyntaxError, ValueError):
+            return updated
+        after = _function_nodes(tree.body)
+        functions = [f for s in updated.body for f in _functions(s)]
+        if len(after) != len(functions):
+            return updated
+        reads = {id(f): _load_names(a) for f, a in zip(functions, after, strict=True) if id(f) in self.pending}
+        if not reads:
+            return updated
+
+        def prune(fn: cst.FunctionDef) -> cst.FunctionDef:
+            entry = self.pending.get(id(fn))
+            if entry is None or id(fn) not in reads or not isinstance(fn.body, cst.IndentedBlock):
+                return fn
+            _, candidates, removable, read = entry
+            now = reads[id(fn)]
+            dead = {name for name in candidates if not now[name]}
+            gone = {
+                id(stmt) for stmt in _statements(fn.body.body)
+                if (found := _assignment(stmt)) is not None and found[0] in dead and _code(stmt) in removable
+            }
+            body = _prune(fn.body, gone) if gone else fn.body
             unused = {
                 local
-                for stmt in _statements(updated.body.body) if _is_import(stmt)
+                for stmt in _statements(body.body) if _is_import(stmt)
                 for small in stmt.body  # type: ignore[attr-defined]
                 if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
                 for local, _ in import_bindings(small)
-                if read[local] and not _reads(_without_imports(after), local)
+                if read[local] and not now[local]
             }
             if unused:
-                updated = updated.with_changes(body=updated.body.visit(_DropImports(unused)))
-        return updated
+                body = body.visit(_DropImports(unused))  # type: ignore[assignment]
+            return fn if body is fn.body else fn.with_changes(body=body)
 
+        return updated.with_changes(body=[_map_functions(s, prune) for s in updated.body])
 
     def _inline_aliases(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         """``compiled = graph`` where the rewrite turned ``compiled = session.load(graph, ...)``
@@ -318,31 +340,104 @@ def _function_reads(source: str) -> dict[tuple[tuple[str, ...], int], tuple[Coun
     out: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] = {}
     seen: Counter[tuple[str, ...]] = Counter()
 
-    def walk(node: ast.AST, path: tuple[str, ...]) -> None:
-        for child in ast.iter_child_nodes(node):
+    def walk(body: list[ast.stmt], path: tuple[str, ...]) -> None:
+        for child in body:  # statements only: functions are not inside expressions
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 key = (*path, child.name)
                 if not isinstance(child, ast.ClassDef):
-                    reads: Counter[str] = Counter()
-                    declared: set[str] = set()
-                    for stmt in child.body:
-                        for sub in ast.walk(stmt):
-                            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-                                reads[sub.id] += 1
-                            elif isinstance(sub, ast.Global | ast.Nonlocal):
-                                declared.update(sub.names)
-                    out[key, seen[key]] = (reads, frozenset(declared))
+                    declared = {n for stmt in child.body for sub in ast.walk(stmt) if isinstance(sub, ast.Global | ast.Nonlocal) for n in sub.names}
+                    out[key, seen[key]] = (_load_names(child), frozenset(declared))
                     seen[key] += 1
-                walk(child, key)
-            else:
-                walk(child, path)
+                walk(child.body, key)
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                walk(getattr(child, field, []), path)
+            for part in (*getattr(child, "handlers", ()), *getattr(child, "cases", ())):
+                walk(part.body, path)
 
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # a grammar libcst knows and this Python does not: keep all
         return out
-    walk(tree, ())
+    walk(tree.body, ())
     return out
+
+
+def _ordered_blocks(node: cst.CSTNode) -> list[cst.IndentedBlock]:
+    """The blocks of a compound statement in source order (the order ``ast`` lists them in)."""
+    out: list[cst.IndentedBlock] = []
+    body = getattr(node, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        out.append(body)
+    for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+        out.extend(_ordered_blocks(part))
+    for attr in ("orelse", "finalbody"):
+        part = getattr(node, attr, None)
+        if part is not None:
+            out.extend(_ordered_blocks(part))
+    return out
+
+
+def _functions(stmt: cst.BaseStatement) -> list[cst.FunctionDef]:
+    """Every function definition in ``stmt``, in source (pre-)order."""
+    out: list[cst.FunctionDef] = []
+    if isinstance(stmt, cst.FunctionDef):
+        out.append(stmt)
+    if isinstance(stmt, cst.BaseCompoundStatement):
+        for block in _ordered_blocks(stmt):
+            for child in block.body:
+                out.extend(_functions(child))
+    return out
+
+
+def _function_nodes(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.append(stmt)
+        for field in ("body", "handlers", "cases", "orelse", "finalbody"):
+            for child in getattr(stmt, field, ()):
+                if isinstance(child, ast.stmt):
+                    out.extend(_function_nodes([child]))
+                else:  # an except handler / a match case
+                    out.extend(_function_nodes(child.body))
+    return out
+
+
+def _load_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Counter[str]:
+    return Counter(
+        sub.id for stmt in fn.body for sub in ast.walk(stmt) if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load)
+    )
+
+
+def _map_functions(stmt: cst.BaseStatement, fn: Callable[[cst.FunctionDef], cst.FunctionDef]) -> cst.BaseStatement:
+    """``stmt`` with ``fn`` applied to every function definition in it, innermost first."""
+    if not isinstance(stmt, cst.BaseCompoundStatement):
+        return stmt
+    new = _map_parts(stmt, fn)
+    return fn(new) if isinstance(new, cst.FunctionDef) else new  # type: ignore[return-value]
+
+
+def _map_parts(node: cst.CSTNode, fn: Callable[[cst.FunctionDef], cst.FunctionDef]) -> cst.CSTNode:
+    changes: dict[str, object] = {}
+    for attr in ("body", "orelse", "finalbody"):
+        part = getattr(node, attr, None)
+        if isinstance(part, cst.IndentedBlock):
+            stmts = [_map_functions(s, fn) for s in part.body]
+            new: object = part if all(a is b for a, b in zip(stmts, part.body, strict=True)) else part.with_changes(body=stmts)
+        elif isinstance(part, cst.If | cst.Else | cst.Finally):
+            new = _map_parts(part, fn)
+        else:
+            continue
+        if new is not part:
+            changes[attr] = new
+    for attr in ("handlers", "cases"):
+        parts = getattr(node, attr, None)
+        if parts:
+            news = [_map_parts(p, fn) for p in parts]
+            if any(a is not b for a, b in zip(news, parts, strict=True)):
+                changes[attr] = news
+    return node.with_changes(**changes) if changes else node
 
 
 def _code(stmt: cst.BaseStatement) -> str:

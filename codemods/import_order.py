@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from functools import lru_cache
 
 import libcst as cst
 
@@ -132,19 +133,17 @@ def _bound(body: Sequence[cst.BaseStatement]) -> set[str]:
     }
 
 
-def _has_comment(node: cst.CSTNode) -> bool:
-    found = False
-
-    class _Comments(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            nonlocal found
-            found = True
-
-    node.visit(_Comments())
-    return found
+_EMPTY = cst.Module(body=[])
 
 
+def _has_comment(stmt: cst.SimpleStatementLine) -> bool:
+    """A comment above, inside or after the statement (a ``#`` in its code: imports hold no strings)."""
+    return any(line.comment for line in stmt.leading_lines) or "#" in ImportOrder._code(stmt)
+
+
+@lru_cache(maxsize=4096)
 def _parse(code: str) -> cst.SimpleStatementLine:
+    """(Nodes are immutable: the same import line is parsed once per process.)"""
     stmt = cst.parse_statement(code)
     assert isinstance(stmt, cst.SimpleStatementLine)
     return stmt
@@ -273,7 +272,9 @@ class ImportOrder(Codemod):
 
     @staticmethod
     def _code(stmt: cst.BaseStatement) -> str:
-        return cst.Module(body=[stmt.with_changes(leading_lines=())]).code  # type: ignore[call-arg]
+        """The statement's code without its leading lines (its comments inside included)."""
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        return ";".join(code_for(_EMPTY, small) for small in stmt.body) + code_for(_EMPTY, stmt.trailing_whitespace)
 
     def _drop_unused(
         self, stmt: cst.SimpleStatementLine, used_before: set[str], used_after: set[str]
@@ -360,7 +361,7 @@ class ImportOrder(Codemod):
                         len(other.body) == 1 and isinstance(o, cst.ImportFrom) and not isinstance(o.names, cst.ImportStar)
                         and module_name(o.module, o.relative) == module
                         and all(a is None or a == n for n, a in _aliases(o))
-                        and not _has_comment(other.with_changes(leading_lines=()))
+                        and "#" not in ImportOrder._code(other)
                     ):
                         merged = sorted(set(_aliases(o)) | set(names), key=lambda t: member_key(*t))
                         vertical = o.rpar is not None and o.names[-1].comma is not cst.MaybeSentinel.DEFAULT
