@@ -94,8 +94,9 @@ RULES: dict[str, Rule] = {
         # MV37x: ops
         _r("MV370", "op-to-functional", A, "ops.X becomes F.X (same signature)",
            "ops.reshape(x, [1, -1])", "F.reshape(x, [1, -1])"),
-        _r("MV371", "op-semantics-changed", U, "an op whose V3 meaning differs (split with int, axis=None, range dtype, collectives)",
-           "ops.max(x, axis=None)", "F.max(x, axis=-1)"),
+        _r("MV371", "op-semantics-changed", M, "an op call whose F form means something else and that apply cannot carry over "
+           "exactly (an axis computed at run time, where None meant the last axis): rewrite it by hand",
+           "ops.max(x, axis=pick_axis(x))", "# TODO(migrate-v3): MV371 ops.max(axis=...): None means all axes in F.max"),
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
         _r("MV373", "graph-value-api", M, "TensorValue-only API (.rebind, .tensor, .buffer, .to(DeviceRef)...)",
