@@ -46,6 +46,8 @@ RULES: dict[str, Rule] = {
            "from ..llama3.model_config import Llama3Config", "from ..llama3_modulev3.model_config import Llama3Config"),
         _r("MV302", "star-import", M, "star import from a V2 namespace hides which names are used",
            "from max.nn import *", "# TODO(migrate-v3): MV302 replace the star import with explicit V3 imports"),
+        _r("MV304", "v2-prose", M, "a docstring of migrated code still calls it V2: prose is not rewritten, describe the ModuleV3 code",
+           "\"\"\"Layers written against the V2 API.\"\"\"", "# TODO(migrate-v3): MV304 the docstring calls this code V2"),
         # MV31x: imports
         _r("MV310", "v2-import", A, "V2 import replaced by its V3 home",
            "from max.nn import Linear", "from max.experimental.nn import Linear"),
