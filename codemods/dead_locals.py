@@ -299,14 +299,20 @@ class DeadLocals(Codemod):
                 or _declared_outside(whole, alias) or _declared_outside(whole, target)
             ):
                 continue
-            tail = [s.visit(_Rename(alias, target)) for s in news[i + 1 :]]
-            carry = [line for line in new.leading_lines if line.comment is not None]  # type: ignore[attr-defined]
-            if carry and tail:
-                tail[0] = tail[0].with_changes(leading_lines=[*carry, *tail[0].leading_lines])  # type: ignore[attr-defined]
+            tail: list[cst.BaseStatement] = []
+            for later in news[i + 1 :]:
+                renamed = later.visit(_Rename(alias, target))
+                assert isinstance(renamed, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+                tail.append(renamed)
             if not tail:
                 continue
+            carry = [line for line in new.leading_lines if line.comment is not None]  # type: ignore[attr-defined]
+            if carry:
+                first = tail[0]
+                assert isinstance(first, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+                tail[0] = first.with_changes(leading_lines=[*carry, *first.leading_lines])
             self.rewrote(old, "MV381", f"{alias} = {target}: the compiled model is {target}")
-            return updated.with_changes(body=updated.body.with_changes(body=[*news[:i], *tail]))  # type: ignore[list-item]
+            return updated.with_changes(body=updated.body.with_changes(body=[*news[:i], *tail]))
         return updated
 
 
@@ -441,7 +447,11 @@ def _map_parts(node: cst.CSTNode, fn: Callable[[cst.FunctionDef], cst.FunctionDe
 
 
 def _code(stmt: cst.BaseStatement) -> str:
-    return cst.Module(body=[stmt.with_changes(leading_lines=())]).code  # type: ignore[call-arg]
+    """The statement's code without its leading lines."""
+    return code_for(_EMPTY, stmt.with_changes(leading_lines=()))
+
+
+_EMPTY = cst.Module(body=[])
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:
@@ -470,7 +480,7 @@ class _DropImports(cst.CSTTransformer):
     ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
         if not _is_import(updated):
             return updated
-        smalls = []
+        smalls: list[cst.Import | cst.ImportFrom] = []
         for small in updated.body:
             assert isinstance(small, cst.Import | cst.ImportFrom)
             if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):

@@ -97,7 +97,7 @@ def section(stmt: cst.SimpleStatementLine) -> int:
 def _top_package(stmt: cst.SimpleStatementLine) -> str:
     small = stmt.body[0]
     if isinstance(small, cst.ImportFrom):
-        return module_name(small.module, small.relative).split(".")[0]
+        return module_name(small.module, tuple(small.relative)).split(".")[0]
     assert isinstance(small, cst.Import)
     return _alias_name(small.names[0]).split(".")[0]
 
@@ -166,7 +166,7 @@ def canonical(stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
     assert isinstance(small, cst.ImportFrom)
     if isinstance(small.names, cst.ImportStar):
         return [stmt]
-    module = module_name(small.module, small.relative)
+    module = module_name(small.module, tuple(small.relative))
     names = sorted(set(_aliases(small)), key=lambda t: member_key(*t))
     plain = [(n, a) for n, a in names if a is None or a == n]
     # a trailing comma after the last name keeps the statement one name per line
@@ -354,12 +354,12 @@ class ImportOrder(Codemod):
         if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             names = _aliases(small)
             if all(a is None or a == n for n, a in names):
-                module = module_name(small.module, small.relative)
+                module = module_name(small.module, tuple(small.relative))
                 for i, other in enumerate(block):
                     o = other.body[0]
                     if (
                         len(other.body) == 1 and isinstance(o, cst.ImportFrom) and not isinstance(o.names, cst.ImportStar)
-                        and module_name(o.module, o.relative) == module
+                        and module_name(o.module, tuple(o.relative)) == module
                         and all(a is None or a == n for n, a in _aliases(o))
                         and "#" not in ImportOrder._code(other)
                     ):
