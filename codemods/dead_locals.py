@@ -154,17 +154,19 @@ def _prune(block: cst.IndentedBlock, dead: set[int]) -> cst.IndentedBlock:
 def _prune_compound(stmt: cst.BaseStatement, dead: set[int]) -> cst.BaseStatement:
     if not isinstance(stmt, cst.BaseCompoundStatement) or isinstance(stmt, cst.FunctionDef | cst.ClassDef):
         return stmt
-    return _prune_parts(stmt, dead)  # type: ignore[return-value]
+    return _map_blocks(stmt, lambda block: _prune(block, dead))  # type: ignore[return-value]
 
 
-def _prune_parts(node: cst.CSTNode, dead: set[int]) -> cst.CSTNode:
+def _map_blocks(node: cst.CSTNode, fn: Callable[[cst.IndentedBlock], cst.IndentedBlock]) -> cst.CSTNode:
+    """``node`` with ``fn`` applied to each of its blocks (body, elif/else, except, finally,
+    match cases); the same object when ``fn`` changed none."""
     changes: dict[str, object] = {}
     for attr in ("body", "orelse", "finalbody"):
         part = getattr(node, attr, None)
         if isinstance(part, cst.IndentedBlock):
-            new: object = _prune(part, dead)
+            new: object = fn(part)
         elif isinstance(part, cst.If | cst.Else | cst.Finally):
-            new = _prune_parts(part, dead)
+            new = _map_blocks(part, fn)
         else:
             continue
         if new is not part:
@@ -172,7 +174,7 @@ def _prune_parts(node: cst.CSTNode, dead: set[int]) -> cst.CSTNode:
     for attr in ("handlers", "cases"):
         parts = getattr(node, attr, None)
         if parts:
-            news = [_prune_parts(p, dead) for p in parts]
+            news = [_map_blocks(p, fn) for p in parts]
             if any(a is not b for a, b in zip(news, parts, strict=True)):
                 changes[attr] = news
     return node.with_changes(**changes) if changes else node
@@ -420,30 +422,13 @@ def _map_functions(stmt: cst.BaseStatement, fn: Callable[[cst.FunctionDef], cst.
     """``stmt`` with ``fn`` applied to every function definition in it, innermost first."""
     if not isinstance(stmt, cst.BaseCompoundStatement):
         return stmt
-    new = _map_parts(stmt, fn)
+
+    def each(block: cst.IndentedBlock) -> cst.IndentedBlock:
+        stmts = [_map_functions(s, fn) for s in block.body]
+        return block if all(a is b for a, b in zip(stmts, block.body, strict=True)) else block.with_changes(body=stmts)
+
+    new = _map_blocks(stmt, each)
     return fn(new) if isinstance(new, cst.FunctionDef) else new  # type: ignore[return-value]
-
-
-def _map_parts(node: cst.CSTNode, fn: Callable[[cst.FunctionDef], cst.FunctionDef]) -> cst.CSTNode:
-    changes: dict[str, object] = {}
-    for attr in ("body", "orelse", "finalbody"):
-        part = getattr(node, attr, None)
-        if isinstance(part, cst.IndentedBlock):
-            stmts = [_map_functions(s, fn) for s in part.body]
-            new: object = part if all(a is b for a, b in zip(stmts, part.body, strict=True)) else part.with_changes(body=stmts)
-        elif isinstance(part, cst.If | cst.Else | cst.Finally):
-            new = _map_parts(part, fn)
-        else:
-            continue
-        if new is not part:
-            changes[attr] = new
-    for attr in ("handlers", "cases"):
-        parts = getattr(node, attr, None)
-        if parts:
-            news = [_map_parts(p, fn) for p in parts]
-            if any(a is not b for a, b in zip(news, parts, strict=True)):
-                changes[attr] = news
-    return node.with_changes(**changes) if changes else node
 
 
 def _code(stmt: cst.BaseStatement) -> str:
