@@ -189,8 +189,8 @@ class DeadLocals(Codemod):
         self.seen: Counter[tuple[str, ...]] = Counter()
         self.keys: dict[int, tuple[tuple[str, ...], int]] = {}
         self.original_reads: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] | None = None
-        #: id of a rewritten function → (it, candidate names, code of removable statements, original reads)
-        self.pending: dict[int, tuple[cst.FunctionDef, set[str], set[str], Counter[str]]] = {}
+        #: id of a rewritten function → (it, its removable statements by name, original reads)
+        self.pending: dict[int, tuple[cst.FunctionDef, dict[str, list[cst.BaseStatement]], Counter[str]]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.path.append(node.name.value)
@@ -217,8 +217,7 @@ class DeadLocals(Codemod):
         if updated is original or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         assert isinstance(original.body, cst.IndentedBlock)
-        removable: set[str] = set()  # code of the statements that may go
-        candidates: set[str] = set()
+        removable: dict[str, list[cst.BaseStatement]] = {}  # the original statements that may go
         imports = False
         for stmt in _statements(original.body.body):
             imports = imports or _is_import(stmt)
@@ -227,16 +226,15 @@ class DeadLocals(Codemod):
                 continue
             name, value = found
             if (isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME) or _pure(value, self.qualname):
-                removable.add(_code(stmt))
-                candidates.add(name)
+                removable.setdefault(name, []).append(stmt)
         updated = self._inline_aliases(original, updated)
-        if not candidates and not imports:
+        if not removable and not imports:
             return updated
         read, declared = self._reads_before(original)
-        candidates = {name for name in candidates if read[name] and name not in declared}
-        if candidates or imports:
+        removable = {name: stmts for name, stmts in removable.items() if read[name] and name not in declared}
+        if removable or imports:
             # decided once the module is printed (one print, reused by Imports)
-            self.pending[id(updated)] = (updated, candidates, removable, read)
+            self.pending[id(updated)] = (updated, removable, read)
         return updated
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
@@ -258,12 +256,14 @@ class DeadLocals(Codemod):
             entry = self.pending.get(id(fn))
             if entry is None or id(fn) not in reads or not isinstance(fn.body, cst.IndentedBlock):
                 return fn
-            _, candidates, removable, read = entry
+            _, removable, read = entry
             now = reads[id(fn)]
-            dead = {name for name in candidates if not now[name]}
+            dead = {name for name in removable if not now[name]}
+            codes = {_code(stmt) for name in dead for stmt in removable[name]} if dead else set()
+            # (a statement as it was: the rewrites left it alone)
             gone = {
-                id(stmt) for stmt in _statements(fn.body.body)
-                if (found := _assignment(stmt)) is not None and found[0] in dead and _code(stmt) in removable
+                id(stmt) for stmt in (_statements(fn.body.body) if dead else ())
+                if (found := _assignment(stmt)) is not None and found[0] in dead and _code(stmt) in codes
             }
             body = _prune(fn.body, gone) if gone else fn.body
             unused = {
