@@ -5,15 +5,18 @@ They run in a single traversal (``codemods.base.Engine``): at every node the
 hooks run in this order, so e.g. ``ops`` sees the original ``ops.X`` names,
 ``module_interface`` sees annotations already rewritten by ``tensor_types``,
 and ``imports`` (on the whole module) sees what everything else used. Only
-``residual`` runs after it, and it adds comments only.
+``import_order`` (which lays out the import statements the rewrites touched)
+and ``residual`` (comments only) run after it.
 """
 
 from __future__ import annotations
 
 from codemods.base import Codemod
 from codemods.containers import Containers
+from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies
 from codemods.graph_compile import GraphCompile
+from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
 from codemods.kv_cache import KVCache
 from codemods.layers import LayerConstructors
@@ -44,10 +47,13 @@ ORDER: list[type[Codemod]] = [
     Ops,  # MV37x: ops.X → F.X, graph-value APIs
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
+    DeadLocals,  # clean-up: locals and function-level imports only the dropped V2 arguments used
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
     Registration,  # MV303: arch.py / __init__.py registration names
     Imports,  # MV31x: imports follow what the code now uses
+    ImportOrder,  # MV310: drop imports the rewrites left unused; lay out and place the touched ones as isort would
+    NeutralImportOrder,  # the same, on neutral files whose imports a neutral codemod moves (never with ImportOrder)
     Residual,  # safety net, after the imports settle: TODO on every V2 site check still sees (comments only)
 ]
 

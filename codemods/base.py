@@ -56,6 +56,8 @@ class TransformContext:
     attribute_reads: frozenset[str] = frozenset()
     #: ``pkg.module.Class`` → ``__init__`` parameters, same classes as ``class_attributes``
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)
+    renamed_from: str | None = None
     #: Dotted prefix under which sibling architecture packages live.
     architectures_package: str = "max.pipelines.architectures"
     #: The package this file belongs to (``mpnet``), when known.

@@ -195,8 +195,12 @@ class Imports(Codemod):
             return None
         if len(kept) == len(small.names):
             return small
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        # in parentheses, the last name takes the removed last name's comma: a trailing
+        # comma and line break stay (no dangling ``    Weight)`` line)
+        last = small.names[-1].comma if isinstance(small.rpar, cst.RightParen) else cst.MaybeSentinel.DEFAULT
+        kept[-1] = kept[-1].with_changes(comma=last)
         if isinstance(small.rpar, cst.RightParen) and len(kept) == 1:
+            kept[0] = kept[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             return small.with_changes(names=kept, lpar=None, rpar=None)
         return small.with_changes(names=kept)
 
@@ -238,6 +242,8 @@ class Imports(Codemod):
             here = body[at]
             lines = getattr(here, "leading_lines", ())
             n = len(lines) if _is_import_line(here) else self.carried_to.get(at, 0)
+            if _is_import_line(here):  # its own comments (a TODO) stay with it
+                n = next((i for i, line in enumerate(lines) if line.comment is not None), n)
             if n and isinstance(here, cst.SimpleStatementLine | cst.BaseCompoundStatement):
                 new_stmts[0] = new_stmts[0].with_changes(leading_lines=here.leading_lines[:n])
                 body[at] = here.with_changes(leading_lines=here.leading_lines[n:])

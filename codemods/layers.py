@@ -32,6 +32,7 @@ import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, FileState
+from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     FUNCTIONS,
     LAYERS,
@@ -47,6 +48,7 @@ from migrate_v3.knowledge.layers import (
     LayerSpec,
     v2_symbol,
 )
+from migrate_v3.knowledge.ports import PORTS
 
 _NORM_MODULE = "max.experimental.nn.norm"
 _TENSOR_MODULE = "max.experimental.tensor"
@@ -127,6 +129,9 @@ class LayerConstructors(Codemod):
         self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
         self.base_variant: list[str | None] = []
+        #: id of a call passed straight to the constructor of a V2 class that ``Ports``
+        #: replaces with its port → that port's name
+        self.port_args: dict[int, str] = {}
 
     # --- factory bookkeeping -------------------------------------------------
 
@@ -289,6 +294,18 @@ class LayerConstructors(Codemod):
         return None
 
     # --- rewrites --------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        port = v2_symbol(self.qualname(node.func))
+        if port in PORTS:
+            for arg in node.args:
+                if isinstance(arg.value, cst.Call) and not arg.star:
+                    self.port_args[id(arg.value)] = port
+
+    def _call_site_is_a_port(self, original: cst.Call, module: str, name: str) -> bool:
+        """The layer goes straight into a port that calls it the V3 way (no call site to update)."""
+        port = self.port_args.get(id(original))
+        return port is not None and calls_the_v3_way(port, module, name)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         qualified = self.qualname(original.func)
@@ -490,7 +507,7 @@ class LayerConstructors(Codemod):
                 self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
             elif v3 not in new and not factory and not self.in_partial:
                 self.todo("MV342", f"{v3_name}: {why}")
-        if spec.caveat and not factory:
+        if spec.caveat and not factory and not self._call_site_is_a_port(original, v3_module or spec.v3_module, v3_name):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
         ordered = [new[p] for p in spec.v3_params if p in new]
         func = self._ref(original.func, v3_module or spec.v3_module, v3_name)

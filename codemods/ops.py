@@ -18,6 +18,7 @@ import libcst as cst
 from codemods.args import as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod
 from migrate_v3.knowledge import ops as K
+from migrate_v3.knowledge import symbols as S
 
 _OPS = "max.graph.ops."
 _KERNELS = "max.nn.kernels."
@@ -108,10 +109,17 @@ class Ops(Codemod):
             for name, default in change.flipped.items():
                 if name not in bound.args:
                     out.append(new_keyword(name, default))
-                    self.rewrote(original, "MV371", f"F.{op}: {name}={default} made explicit (F default differs)")
+                    self.rewrote(original, "MV370", f"F.{op}: {name}={default} made explicit (F default differs)")
                     if default.startswith("DType."):
                         self.state.import_name("max.dtype", "DType")
             return relayout(updated.args, out)
+        if any(a.star for a in updated.args) or S.op_call_code(
+            op,
+            [source(a.value) for a in updated.args if a.keyword is None],
+            {a.keyword.value: source(a.value) for a in updated.args if a.keyword is not None},
+        ) == "MV371":
+            self.todo("MV371", f"ops.{op}(axis=...): None means all axes in F.{op}, the last axis in ops.{op}")
+            return None
         args: list[cst.Arg] = []
         for i, arg in enumerate(updated.args):
             kw = arg.keyword.value if arg.keyword is not None else None
@@ -121,14 +129,11 @@ class Ops(Codemod):
                 value = source(arg.value)
                 if value == "None":
                     arg = arg.with_changes(value=cst.parse_expression("-1"))
-                    self.rewrote(original, "MV371", f"ops.{op}(axis=None) reduced the last axis: F.{op}(axis=-1)")
+                    self.rewrote(original, "MV370", f"ops.{op}(axis=None) reduced the last axis: F.{op}(axis=-1)")
                 elif isinstance(arg.value, cst.Name | cst.Attribute):
                     expr = cst.parse_expression(f"(-1 if {value} is None else {value})")
                     arg = arg.with_changes(value=expr)
-                    self.rewrote(original, "MV371", f"ops.{op}(axis={value}): None meant the last axis")
-                elif not isinstance(arg.value, cst.Integer | cst.UnaryOperation):
-                    self.todo("MV371", f"ops.{op}(axis=...): None means all axes in F.{op}, the last axis in ops.{op}")
-                    return None
+                    self.rewrote(original, "MV370", f"ops.{op}(axis={value}): None meant the last axis")
             args.append(arg)
         return args
 

@@ -45,6 +45,19 @@ def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str]:
     return tuple(imports), cst.Module(body=defs).code
 
 
+def calls_the_v3_way(port: str, module: str, name: str) -> bool:
+    """True when the port of V2 class ``port`` calls an argument that is a V3 ``module.name``
+    with that class's V3 call convention.
+
+    A port imports a V3 layer class only to dispatch on it
+    (``isinstance(self.self_attn, AttentionWithRope)`` in ``TransformerBlock``),
+    so a layer of that class passed straight to the port's constructor needs no
+    call-site change: the port's ``forward`` is that call site.
+    """
+    imports, _ = _split(port)
+    return any(m == module and n == name for m, n, _ in imports)
+
+
 class Ports(Codemod):
     PREFIX = "MV343"
 

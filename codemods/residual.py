@@ -23,6 +23,7 @@ from collections import deque
 import libcst as cst
 
 from codemods.base import TODO_PREFIX, Codemod
+from migrate_v3.findings import Finding
 from migrate_v3.scan import scan_source
 
 
@@ -49,11 +50,18 @@ def statements(tree: ast.Module) -> list[ast.stmt]:
     return out
 
 
+def first_line(node: ast.stmt) -> int:
+    """Where a statement's text starts: its first decorator for a decorated def or class
+    (``ast`` gives the ``def``/``class`` line; a comment there would split the decorators from it)."""
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+
+
 def statement_starts(stmts: list[ast.stmt]) -> dict[int, int]:
     """Line → first line of the innermost statement containing it."""
     starts: dict[int, int] = {}
     spans = sorted(
-        ((n.lineno, n.end_lineno or n.lineno) for n in stmts),
+        ((first_line(n), n.end_lineno or n.lineno) for n in stmts),
         key=lambda span: span[1] - span[0],
         reverse=True,
     )
@@ -104,7 +112,9 @@ class Residual(Codemod):
     PREFIX = "MV3"
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        self.state.text_passes.append(residual_notes)
+        source = self.state.source
+        # prose is flagged only in a file the migration changed (a re-export keeps its words)
+        self.state.text_passes.append(lambda code: residual_notes(code, prose=code != source))
         return updated
 
 
@@ -112,13 +122,40 @@ class Residual(Codemod):
 _OTHER_LINE_ENDS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
-def residual_notes(code: str) -> str:
-    """``code`` with a TODO above every statement that still has a ``check`` finding and none."""
+#: "V2" as a word of prose about the API (not MiMo-V2, not V2.6)
+_V2_WORD = re.compile(r"(?<![\w.-])V2(?![\w]|\.\d)")
+_V3_WORD = re.compile(r"(?<![\w.-])(?:V3|ModuleV3)(?![\w]|\.\d)")
+PROSE_MESSAGE = "the docstring calls this code V2: say what the ModuleV3 code does"
+
+
+def prose_findings(tree: ast.Module) -> list[Finding]:
+    """MV304 at every docstring that calls the (now migrated) code V2: prose is not rewritten."""
+    out = []
+    for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef))]:
+        body = node.body
+        first = body[0] if body else None
+        if (
+            isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str) and _V2_WORD.search(first.value.value)
+            and not _V3_WORD.search(first.value.value)  # prose that compares the two is right as it is
+        ):
+            out.append(Finding(first.lineno, first.col_offset, "MV304", PROSE_MESSAGE))
+    return out
+
+
+def residual_notes(code: str, prose: bool = True) -> str:
+    """``code`` with a TODO above every statement that still has a ``check`` finding and none,
+    and above every docstring that still calls the code V2."""
     findings = scan_source(code).findings
-    if not findings:
+    prose = prose and _V2_WORD.search(code) is not None
+    if not findings and not prose:
         return code
     lines = code.splitlines()
     tree = ast.parse(code)
+    if prose:
+        findings = [*findings, *prose_findings(tree)]
+    if not findings:
+        return code
     stmts = statements(tree)
     starts = statement_starts(stmts)
     exempt, forwards = exempt_lines(tree, stmts), forward_lines(stmts)
@@ -134,9 +171,14 @@ def residual_notes(code: str) -> str:
             notes[first].append(text)
     if not notes:
         return code
+    # isort keeps a comment above an import apart from the import before it
+    imports = {n.lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
+    import_ends = {n.end_lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
     out: list[str] = []
     for number, text in enumerate(lines, start=1):
         indent = text[: len(text) - len(text.lstrip())]
+        if number in notes and number in imports and number - 1 in import_ends:
+            out.append("")
         out.extend(indent + note for note in notes.get(number, []))
         out.append(text)
     result = "\n".join(out) + ("\n" if code.endswith("\n") else "")

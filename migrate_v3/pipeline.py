@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -36,6 +36,7 @@ from codemods.base import (
     prefilters_on,
     render,
 )
+from codemods.import_order import ImportOrder
 from codemods.release_names import current_names
 from codemods.residual import statements
 from migrate_v3.classify import kind_of
@@ -112,7 +113,7 @@ def transform_source(
     renamed = None if official_port else current_names(source)
     if renamed is None:
         return _transform_source(source, path, ctx)
-    result = _transform_source(renamed.code, path, ctx)
+    result = _transform_source(renamed.code, path, replace(ctx, renamed_from=source))
     moved = [f._replace(line=renamed.line_of(f.line)) for f in result.findings]
     result.findings = sorted([*renamed.findings, *moved])
     result.changed = result.code != source
@@ -128,9 +129,14 @@ def _transform_source(source: str, path: str, ctx: TransformContext) -> Transfor
         # V3 (or mixed) code is left alone, except the registration names of a
         # V2 package's arch.py/__init__.py (a V2 arch.py may import V3 helpers)
         v2_package = ctx.package is not None and not ctx.package.endswith("_modulev3")
-        if not (v2_package and (ctx.is_arch_module or ctx.is_package_init)):
+        registration = v2_package and (ctx.is_arch_module or ctx.is_package_init)
+        if not registration and ctx.renamed_from is None:
             return TransformResult(source, False, [], todo_markers(source), kind)
-        selected = [c for c in ORDER if c.PREFIX == "MV303" and (not prefilters_on() or c.applies_to(source, ctx))]
+        selected = [
+            c for c in ORDER
+            if ((registration and c.PREFIX == "MV303") or (ctx.renamed_from is not None and c is ImportOrder))
+            and (not prefilters_on() or c.applies_to(source, ctx))
+        ]
     else:
         selected = select_codemods(source, kind, ctx)
     if not selected:

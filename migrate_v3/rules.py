@@ -46,6 +46,8 @@ RULES: dict[str, Rule] = {
            "from ..llama3.model_config import Llama3Config", "from ..llama3_modulev3.model_config import Llama3Config"),
         _r("MV302", "star-import", M, "star import from a V2 namespace hides which names are used",
            "from max.nn import *", "# TODO(migrate-v3): MV302 replace the star import with explicit V3 imports"),
+        _r("MV304", "v2-prose", M, "a docstring of migrated code still calls it V2: prose is not rewritten, describe the ModuleV3 code",
+           "\"\"\"Layers written against the V2 API.\"\"\"", "# TODO(migrate-v3): MV304 the docstring calls this code V2"),
         # MV31x: imports
         _r("MV310", "v2-import", A, "V2 import replaced by its V3 home",
            "from max.nn import Linear", "from max.experimental.nn import Linear"),
@@ -106,8 +108,9 @@ RULES: dict[str, Rule] = {
         # MV37x: ops
         _r("MV370", "op-to-functional", A, "ops.X becomes F.X (same signature)",
            "ops.reshape(x, [1, -1])", "F.reshape(x, [1, -1])"),
-        _r("MV371", "op-semantics-changed", U, "an op whose V3 meaning differs (split with int, axis=None, range dtype, collectives)",
-           "ops.max(x, axis=None)", "F.max(x, axis=-1)"),
+        _r("MV371", "op-semantics-changed", M, "an op call whose F form means something else and that apply cannot carry over "
+           "exactly (an axis computed at run time, where None meant the last axis): rewrite it by hand",
+           "ops.max(x, axis=pick_axis(x))", "# TODO(migrate-v3): MV371 ops.max(axis=...): None means all axes in F.max"),
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
         _r("MV373", "graph-value-api", M, "TensorValue-only API (TensorValue(x), .rebind, .tensor, .buffer, "

@@ -833,6 +833,8 @@ def _scan_uses(
         _mark(result, kind)
         if code == "MV330":  # a graph value type: a call or an attribute of it is kernel interop, not a type
             _note_value_type_uses(text, spans, rest, resolved.message, raw)
+        elif code == "MV371" and kind == "interop" and rest and rest.rpartition(".")[2] in K.OPS_CHANGED:
+            _note_changed_op_calls(text, spans, rest.rpartition(".")[2], resolved.message, raw)
         elif code is not None and not (kind == "interop" and not rest and code == "MV370"):
             message = resolved.message
             if code == "MV372":  # F.functional(ops.X) is already the V3 form
@@ -885,6 +887,40 @@ def _note_value_type_uses(
             raw.append((start, "MV373", interop))
         else:
             raw.append((start, "MV330", message))
+
+
+def _note_changed_op_calls(
+    text: str, spans: list[tuple[int, int]], op: str, message: str, raw: list[tuple[int, str, str]]
+) -> None:
+    """An op whose F form differs for some arguments: each call gets the code apply gives it
+    (``knowledge.symbols.op_call_code``); a use that is not a readable call keeps MV371."""
+    for start, end in spans:
+        args = _call_arguments(text, end)
+        code = "MV371" if args is None else K.op_call_code(op, *args)
+        raw.append((start, code, message if code == "MV371" else f"ops.{op} -> F.{op}"))
+
+
+def _call_arguments(text: str, end: int) -> tuple[list[str], dict[str, str]] | None:
+    """(positional, keyword) argument source of the call that starts at ``text[end:]``."""
+    import ast  # noqa: PLC0415 - only files calling ops.max/min/split pay for it
+
+    call = _CALL.match(text, end)
+    if call is None:
+        return None
+    opening, close = call.end() - 1, call.end() - 1
+    for _ in range(64):  # the first ")" that closes a valid argument list
+        close = text.find(")", close + 1)
+        if close < 0:
+            return None
+        try:
+            node = ast.parse("f" + text[opening : close + 1], mode="eval").body
+        except SyntaxError:
+            continue
+        assert isinstance(node, ast.Call)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return None
+        return [ast.unparse(a) for a in node.args], {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}
+    return None
 
 
 def _mark(result: Scan, kind: str) -> None:

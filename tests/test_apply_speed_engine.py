@@ -145,7 +145,7 @@ def test_slow_path_says_so_once(tmp_path: Path) -> None:
              "--report", str(report), "--verbose"],
             capture_output=True, text=True, env=env, check=False,
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 1, proc.stderr  # written; tinylm's MV304 docstring TODOs remain
         engine = json.loads(report.read_text())["engine"]
         if off:
             assert proc.stderr.count("warning: apply's fast path is unavailable") == 1, proc.stderr

@@ -18,5 +18,7 @@ def test_apply_then_verify_the_example(tmp_path: Path) -> None:
     src = tmp_path / "tinylm"
     shutil.copytree(TINYLM, src, ignore=shutil.ignore_patterns("__pycache__"))
     result = CliRunner().invoke(apply, [str(src), "--out", str(tmp_path / "out"), "--verify"])
-    assert result.exit_code == 0, result.output
+    # verified; the exit code is 1 for tinylm's docstrings that call it V2 (MV304 TODOs)
+    assert result.exit_code == 1, result.output
+    assert "3 TODOs (MV304×3)" in result.output
     assert "TinyLM" in result.output and "pass" in result.output

@@ -41,6 +41,7 @@ CODEMOD_DIRS = [
     "dependencies",
     "ports",
     "release_names",
+    "dead_locals",
 ]
 CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
 
@@ -116,7 +117,7 @@ def test_findings_name_known_rules() -> None:
 def test_order_lists_every_codemod_once_with_docs() -> None:
     classes = codemods.ORDER
     assert len(set(classes)) == len(classes)
-    assert classes[-2].__name__ == "Imports", "imports must run last but for the comment-only safety net"
+    assert [c.__name__ for c in classes[-4:-1]] == ["Imports", "ImportOrder", "NeutralImportOrder"], "imports settle last but for the comment-only safety net"
     assert classes[-1].__name__ == "Residual"
     for cls in classes:
         doc = cls.__module__ and __import__(cls.__module__, fromlist=["x"]).__doc__

@@ -29,4 +29,6 @@ def test_example_comes_from_fixtures(code: str) -> None:
 def test_codes_are_grouped_by_concern() -> None:
     for code, rule in RULES.items():
         assert code == rule.code and len(code) == 5 and code.startswith("MV3")
-    assert {r.fix for r in RULES.values()} == set(Fix)
+    # ``unsafe`` (fixed only by ``apply --unsafe-fixes``) has no rule while no codemod
+    # has such a path: check must not promise a fix apply never makes (test_op_labels)
+    assert {r.fix for r in RULES.values()} == {Fix.AUTO, Fix.MANUAL}

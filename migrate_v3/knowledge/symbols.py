@@ -13,6 +13,8 @@ migrate_v3.knowledge.regenerate``; the hand-curated tables below cite
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -207,6 +209,28 @@ OPS_CHANGED: dict[str, str] = {
     "max": "F.max(axis=None) flattens; ops treated axis=None as -1",
     "min": "F.min(axis=None) flattens; ops treated axis=None as -1",
 }
+#: An ``axis`` of ``ops.max``/``ops.min`` that apply carries over exactly: ``None`` (the
+#: last axis in ops, all axes in F) becomes ``-1``, a name or attribute ``a`` becomes
+#: ``(-1 if a is None else a)``, an integer stays.
+_EXACT_AXIS = re.compile(r"None|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*|[-+]?\d+")
+
+
+def op_call_code(op: str, positional: Sequence[str], keywords: Mapping[str, str]) -> str:
+    """The rule code of one ``ops.<op>(...)`` call, from the source text of its arguments.
+
+    ``MV370`` (auto) when apply's ``F.<op>`` call means what the ``ops`` call
+    meant, ``MV371`` when a person must decide. ``check`` (the call's text) and
+    ``apply`` (its nodes) both ask this, so they label every call alike:
+    ``ops.min(x, 0)`` is an elementwise minimum, the same in F.
+    """
+    if op in ("max", "min"):
+        axis = keywords.get("axis", positional[2] if len(positional) > 2 else None)
+        return "MV370" if axis is None or _EXACT_AXIS.fullmatch(axis.strip()) else "MV371"
+    if op == "split":
+        return "MV370"  # split_sizes is renamed; an int (a chunk size in F) was not valid V2
+    return "MV371" if op in OPS_CHANGED else "MV370"
+
+
 #: Collective ops: their V3 form takes one distributed Tensor (MV391).
 OPS_COLLECTIVE = frozenset(
     {"allgather", "distributed_broadcast", "allreduce.sum", "reducescatter.sum", "distributed_scatter", "shard_and_stack"}
