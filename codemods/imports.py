@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods.base import Codemod, attach_todos, render
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, render
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge.layers import (
@@ -75,6 +75,37 @@ def _import_from(module: str, names: Sequence[tuple[str, str | None]]) -> cst.Si
     return stmt
 
 
+def _clashes(needed: dict[str, set[tuple[str, str | None]]], bound: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Local name → (what the rewritten code needs it to be, what a kept import binds it to)."""
+    out: dict[str, tuple[str, str]] = {}
+    for module, names in needed.items():
+        for name, alias in names:
+            local = alias or name
+            target = f"{module}.{name}"
+            if local in bound and bound[local] != target:
+                out[local] = (target, bound[local])
+    return out
+
+
+def _flag_clashes(body: list[cst.BaseStatement], clashes: dict[str, tuple[str, str]]) -> list[cst.BaseStatement]:
+    """A TODO on the import that binds a name the rewritten code needs for something else:
+    the later import shadows the earlier one, silently."""
+    out = []
+    for stmt in body:
+        if _is_import_line(stmt):
+            assert isinstance(stmt, cst.SimpleStatementLine)
+            locals_ = {local for small in stmt.body for local, _ in import_bindings(small)}  # type: ignore[arg-type]
+            todos = [
+                f"{TODO_PREFIX}MV310 {local} names {clashes[local][0]} in the migrated code, and "
+                f"{clashes[local][1]} elsewhere in this file: import one of them under another name"
+                for local in sorted(locals_ & clashes.keys())
+            ]
+            if todos:
+                stmt = attach_todos(stmt, todos)  # type: ignore[assignment]
+        out.append(stmt)
+    return out
+
+
 class Imports(Codemod):
     PREFIX = "MV31"
 
@@ -124,7 +155,10 @@ class Imports(Codemod):
                 new_body.append(attach_todos(stmt.with_changes(body=[*smalls[:-1], last]), todos, extra))  # type: ignore[arg-type]
             else:
                 carry = [*carry, *stmt.leading_lines]
+        clashes = _clashes(needed, bound)
         new_body, first_changed = self._add_needed(new_body, needed, bound, first_changed)
+        if clashes:
+            new_body = _flag_clashes(new_body, clashes)
         new_body = self._add_helpers(new_body)
         return updated.with_changes(body=new_body)
 
