@@ -1,31 +1,41 @@
 """``apply``: plan targets, run the pipeline per file, stage, publish, report.
 
 The V2 source is never modified. All outputs are staged and moved into place
-only at the end; a file that cannot be read, decoded or parsed is reported and
-copied unchanged so the package stays complete, and the run goes on.
+only at the end. A target where ``check`` finds nothing to migrate (a folder
+without Python, a package that is already ModuleV3) is not written, nor is a
+target whose output exists (without ``--force``). Every Python file written
+is first proven to parse with CPython's grammar, whatever path it took
+through the pipeline; a file that cannot be read, decoded or parsed gets one
+error line (check's wording and line), nothing is written for it, the run
+goes on and exits 2.
 """
 
 from __future__ import annotations
 
 import difflib
+import io
 import os
+import tokenize
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from codemods.base import fast_path_problem
+from migrate_v3.classify import Classified, SourceError, compiled_by_python, decode
 from migrate_v3.emit import Stager
 from migrate_v3.findings import Finding
 from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
-from migrate_v3.plan import Plan, Target, plan
-from migrate_v3.registration import RegistrationHint, hint_for
+from migrate_v3.plan import Plan, Target, plan, v3_name
+from migrate_v3.registration import OutputNames, RegistrationHint, hint_for
+from migrate_v3.scan import syntax_error
+from migrate_v3.triage import classify_sources, needing_migration
 from migrate_v3.workers import process_pool
 
 
 @dataclass
 class FileReport:
-    """What ``apply`` did to one file."""
+    """What ``apply`` did to one file (``dest`` empty: nothing was written for it)."""
 
     source: str
     dest: str
@@ -35,6 +45,9 @@ class FileReport:
     todos: list[Finding] = field(default_factory=list)
     error: str | None = None
     diff: str | None = None
+    #: ``source`` and ``dest`` as printed: relative to the argument as the user spelled it
+    shown_source: str = ""
+    shown_dest: str = ""
 
     @property
     def rewrites(self) -> Counter[str]:
@@ -64,7 +77,11 @@ class ApplyReport:
     files: list[FileReport] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    #: ``written`` as printed (relative to the arguments)
+    written_shown: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: one line per target with nothing to migrate (nothing written for it)
+    notes: list[str] = field(default_factory=list)
     registration: list[RegistrationHint] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
     #: why the fast path could not run (libcst's transformer ran: same output, slower); None: it ran
@@ -75,9 +92,14 @@ class ApplyReport:
         return sum(len(f.todos) for f in self.files)
 
     @property
+    def error_lines(self) -> list[str]:
+        """Every error, one line each: paths, existing targets, then files (nothing written for them)."""
+        return [*self.errors, *self.skipped, *(f.error for f in self.files if f.error)]
+
+    @property
     def exit_code(self) -> int:
         """0 done, 1 done with TODOs left, 2 usage/I/O/parse error."""
-        if self.errors or any(f.error for f in self.files) or self.skipped:
+        if self.error_lines:
             return 2
         return 1 if self.todo_count else 0
 
@@ -97,14 +119,62 @@ def _contexts(target: Target, rel: Path, base: TransformContext, the_plan: Plan)
     )
 
 
-def _transform_job(args: tuple[str, str, TransformContext]) -> TransformResult | str:
-    source, path, ctx = args
+@dataclass
+class _Job:
+    """One ``.py`` file to migrate: runs in a worker process."""
+
+    source: str  # the real path (its bytecode cache can prove the bytes parse)
+    shown: str
+    raw: bytes
+    context: TransformContext
+
+
+@dataclass
+class _Done:
+    """A job's outcome: the result and the bytes to write, or one error line."""
+
+    result: TransformResult | None = None
+    data: bytes | None = None
+    error: str | None = None
+
+
+def _encode(code: str, raw: bytes) -> bytes:
+    """``code`` in the source's own encoding (its PEP 263 cookie, its BOM)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return code.encode(encoding)
+
+
+def _parse_problem(data: bytes, path: str) -> str | None:
+    """Why the bytes about to be written would not parse, read as the interpreter reads them."""
     try:
-        return transform_source(source, path=path, context=ctx)
-    except TransformError as exc:
+        return syntax_error(decode(data), path)
+    except SourceError as exc:
         return str(exc)
+
+
+def _transform_job(job: _Job) -> _Done:
+    """Migrate one file and prove that what will be written parses (CPython's grammar)."""
+    text = decode(job.raw)  # check decoded it already: it does not fail here
+    try:
+        res = transform_source(text, path=job.shown, context=job.context)
+    except TransformError as exc:
+        problem = syntax_error(text, job.shown)  # CPython's line and words, as check reports
+        return _Done(error=f"{job.shown}: {problem}" if problem else str(exc))
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
-        return f"{path}: internal error: {type(exc).__name__}: {exc}"
+        return _Done(error=f"{job.shown}: internal error: {type(exc).__name__}: {exc}")
+    try:
+        data = job.raw if res.code == text else _encode(res.code, job.raw)
+    except UnicodeEncodeError as exc:
+        return _Done(error=f"{job.shown}: the migrated code cannot be encoded as {exc.encoding}: {exc.reason}")
+    if data is job.raw and compiled_by_python(job.source, data):
+        return _Done(res, data)  # a valid bytecode cache of these bytes proves they parse
+    problem = _parse_problem(data, job.shown)
+    if problem is None:
+        return _Done(res, data)
+    before = problem if data is job.raw else syntax_error(text, job.shown)
+    if before is not None:
+        return _Done(error=f"{job.shown}: {before}")
+    return _Done(error=f"{job.shown}: internal error: the migrated code does not parse ({problem})")
 
 
 def apply_paths(
@@ -122,81 +192,130 @@ def apply_paths(
     the_plan: Plan = plan(paths, out=out)
     report = ApplyReport(errors=list(the_plan.errors), order=[t.name for t in the_plan.targets])
     report.slow_path = fast_path_problem()  # decided once here: forked workers inherit it
-    jobs_in: list[tuple[str, str, TransformContext]] = []
-    slots: list[tuple[Target, Path, Path, bytes | None]] = []  # target, src, rel, raw (non-.py)
+    raws: dict[Path, bytes] = {}
     for target in the_plan.targets:
         for src, rel in target.files:
             try:
-                raw = src.read_bytes()
+                raws[src] = src.read_bytes()
             except OSError as exc:
-                report.errors.append(f"{src}: cannot read: {exc.strerror}")
-                continue
-            if src.suffix != ".py":
-                slots.append((target, src, rel, raw))
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                report.files.append(FileReport(str(src), "", error=f"{src}: cannot decode as UTF-8: {exc.reason}"))
-                slots.append((target, src, rel, raw))
-                continue
-            jobs_in.append((text, str(src), _contexts(target, rel, base, the_plan)))
-            slots.append((target, src, rel, None))
-    results = _run(jobs_in, jobs)
-    by_path = {path: (text, res) for (text, path, _), res in zip(jobs_in, results, strict=True)}
+                report.errors.append(f"{target.show(rel)}: cannot read: {exc.strerror}")
+    classified = classify_sources({str(p): data for p, data in raws.items() if p.suffix == ".py"})
+    needed = needing_migration(the_plan.targets, classified, the_plan.v3_packages)
     with Stager(force=force or diff) as stager:
-        staged_roots: dict[int, Path | None] = {}
+        todo: list[Target] = []
         for target in the_plan.targets:
-            if not diff and stager.blocked(target.dest):
-                report.skipped.append(f"{target.dest}: exists (use --force to overwrite)")
-                staged_roots[id(target)] = None
-            elif not diff:
-                staged_roots[id(target)] = stager.begin(target.dest)
-        for target, src, rel, payload in slots:
-            dest = target.dest / rel if target.is_package else target.dest
-            root = staged_roots.get(id(target))
-            if payload is not None:
-                if root is not None:
-                    stager.write(root, rel if target.is_package else None, payload)
-                continue
-            text, res = by_path[str(src)]
-            fr = FileReport(str(src), str(dest))
-            if isinstance(res, str):
-                fr.error = res
-                out_text = text
+            py = [(src, rel) for src, rel in target.files if src.suffix == ".py"]
+            bad = [  # check's error lines: undecodable, or V2 code that does not parse
+                FileReport(str(src), "", error=f"{target.show(rel)}: {c.result.error}", shown_source=target.show(rel))
+                for src, rel in py
+                if (c := classified.get(str(src))) is not None and c.result.error is not None
+            ]
+            if id(target) not in needed:
+                bad += _unparsable(target, py, raws, classified)
+                if not py or len(bad) < len(py):  # (when every file is bad, their errors say it all)
+                    why = "no Python files" if not py else "check finds no V2 code" + (" in the others" if bad else "")
+                    report.notes.append(f"{target.show(Path())}: nothing to migrate ({why}); nothing written")
+            report.files.extend(bad)
+            if id(target) not in needed:
+                if not (target.source.parent / v3_name(target.source)).is_dir():
+                    the_plan.v3_packages.pop(target.name, None)  # no variant to point imports at
+            elif stager.blocked(target.dest):
+                report.skipped.append(
+                    f"{target.show_dest()}: exists (use --force to overwrite); nothing written for {target.show(Path())}"
+                )
             else:
-                fr.kind, fr.changed, fr.findings, fr.todos = res.kind, res.changed, res.findings, res.todos
-                out_text = res.code
-                if diff and res.changed:
-                    fr.diff = "".join(
-                        difflib.unified_diff(
-                            text.splitlines(keepends=True),
-                            out_text.splitlines(keepends=True),
-                            fromfile=str(src),
-                            tofile=str(dest),
-                        )
-                    )
-            report.files.append(fr)
-            if root is not None:
-                stager.write(root, rel if target.is_package else None, out_text.encode("utf-8"))
+                todo.append(target)
+        jobs_in = [
+            _Job(str(src), target.show(rel), raws[src], _contexts(target, rel, base, the_plan))
+            for target in todo
+            for src, rel in target.files
+            if src.suffix == ".py" and src in raws and classified[str(src)].result.error is None
+        ]
+        done = dict(zip((j.source for j in jobs_in), _run(jobs_in, jobs), strict=True))
+        names: dict[int, OutputNames] = {}
+        for target in todo:
+            root = None if diff else stager.begin(target.dest)
+            for src, rel in target.files:
+                staged_rel = rel if target.is_package else None
+                if src.suffix != ".py" and src in raws:
+                    if root is not None:
+                        stager.write(root, staged_rel, raws[src])
+                elif str(src) in done:
+                    fr = _file_report(target, src, rel, done[str(src)], raws[src] if diff else None)
+                    report.files.append(fr)
+                    data = done[str(src)].data
+                    if root is not None and data is not None:
+                        stager.write(root, staged_rel, data)
+            if target.is_package:
+                names[id(target)] = _output_names(target, done)
         if not diff:
-            report.written = [str(p) for p in stager.publish()]
-    if not diff:
-        for target in the_plan.targets:
-            if target.is_package and str(target.dest) in report.written and out is None:
-                report.registration.append(hint_for(target.source, target.dest.name, register=register))
+            published = {str(p) for p in stager.publish()}
+            written = [t for t in todo if str(t.dest) in published]
+            report.written = [str(t.dest) for t in written]
+            report.written_shown = [t.show_dest() for t in written]
+            if out is None:
+                report.registration = [
+                    hint_for(t.source, t.dest.name, register=register, names=names[id(t)])
+                    for t in written
+                    if t.is_package
+                ]
     return report
 
 
-def _run(jobs_in: list[tuple[str, str, TransformContext]], jobs: int) -> list[TransformResult | str]:
+def _unparsable(
+    target: Target, py: list[tuple[Path, Path]], raws: dict[Path, bytes], classified: dict[str, Classified]
+) -> list[FileReport]:
+    """An error for each file of a target with nothing to migrate that Python could not parse
+    (check parses only files with findings; apply vouches for every file it is given)."""
+    out = []
+    for src, rel in py:
+        if src in raws and classified[str(src)].result.error is None and not compiled_by_python(str(src), raws[src]):
+            problem = _parse_problem(raws[src], target.show(rel))
+            if problem is not None:
+                out.append(FileReport(str(src), "", error=f"{target.show(rel)}: {problem}", shown_source=target.show(rel)))
+    return out
+
+
+def _file_report(target: Target, src: Path, rel: Path, done: _Done, diff_from: bytes | None) -> FileReport:
+    """The report of one migrated file; ``diff_from``: its source, to diff against."""
+    shown = target.show(rel)
+    if done.result is None or done.data is None:
+        return FileReport(str(src), "", error=done.error, shown_source=shown)
+    res = done.result
+    dest = target.dest / rel if target.is_package else target.dest
+    fr = FileReport(str(src), str(dest), res.kind, res.changed, res.findings, res.todos,
+                    shown_source=shown, shown_dest=target.show_dest(rel))
+    if diff_from is not None and res.changed:
+        fr.diff = "".join(
+            difflib.unified_diff(
+                decode(diff_from).splitlines(keepends=True),
+                res.code.splitlines(keepends=True),
+                fromfile=str(src),
+                tofile=str(dest),
+            )
+        )
+    return fr
+
+
+def _output_names(target: Target, done: dict[str, _Done]) -> OutputNames:
+    """What the written ``__init__.py`` and ``arch.py`` of ``target`` define."""
+    code: dict[str, str | None] = {"__init__.py": None, "arch.py": None}
+    for src, rel in target.files:
+        result = done[str(src)].result if str(src) in done else None
+        if str(rel) in code and result is not None and done[str(src)].data is not None:
+            code[str(rel)] = result.code
+    return OutputNames.of(code["__init__.py"], code["arch.py"])
+
+
+def _run(jobs_in: list[_Job], jobs: int) -> list[_Done]:
     if jobs <= 1 or len(jobs_in) < 2:
         return [_transform_job(j) for j in jobs_in]
     workers = min(jobs, os.cpu_count() or 1, len(jobs_in))
     # biggest files first so the workers finish together
-    order = sorted(range(len(jobs_in)), key=lambda i: -len(jobs_in[i][0]))
+    order = sorted(range(len(jobs_in)), key=lambda i: -len(jobs_in[i].raw))
     with process_pool(workers) as pool:
-        done = list(pool.map(_transform_job, [jobs_in[i] for i in order], chunksize=4))
-    results: list[TransformResult | str] = [""] * len(jobs_in)
-    for i, res in zip(order, done, strict=True):
-        results[i] = res
-    return results
+        results = list(pool.map(_transform_job, [jobs_in[i] for i in order], chunksize=4))
+    out: list[_Done] = [_Done()] * len(jobs_in)
+    for i, res in zip(order, results, strict=True):
+        out[i] = res
+    return out

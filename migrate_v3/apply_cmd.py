@@ -6,13 +6,14 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TextIO
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from codemods.base import libcst_version
-from migrate_v3.apply import ApplyReport, apply_paths
+from migrate_v3.apply import ApplyReport, FileReport, apply_paths
 from migrate_v3.pipeline import TransformContext
 
 
@@ -21,12 +22,21 @@ def render_markdown(report: ApplyReport) -> str:
     lines = ["# migrate-v3 apply report", ""]
     if report.slow_path:
         lines += [f"**Slow path:** {slow_path_message(report.slow_path)}", ""]
-    lines.append(f"Files: {len(report.files)}; TODOs: {report.todo_count}; written: {len(report.written)}")
+    errors = report.error_lines
+    lines.append(
+        f"Files: {len(report.files)}; TODOs: {report.todo_count}; written: {len(report.written)}; "
+        f"errors: {len(errors)}"
+    )
     lines.append("")
+    lines.extend(f"- error: {e}" for e in errors)
+    lines.extend(f"- {note}" for note in report.notes)
+    if errors or report.notes:
+        lines.append("")
     for fr in report.files:
         lines.append(f"## {fr.source}")
         lines.append("")
-        lines.append(f"→ `{fr.dest}` ({fr.kind}{', error: ' + fr.error if fr.error else ''})")
+        where = f"`{fr.dest}`" if fr.dest else "nothing written"
+        lines.append(f"→ {where} ({fr.kind}{', error: ' + fr.error if fr.error else ''})")
         pct = fr.migrated_pct
         if pct is not None:
             lines.append(f"Migrated automatically: {pct:.0f}%")
@@ -56,7 +66,9 @@ def slow_path_message(problem: str) -> str:
 def render_json(report: ApplyReport) -> str:
     data = {
         "files": [fr.to_json() for fr in report.files],
-        "errors": report.errors + report.skipped,
+        "errors": report.error_lines,
+        "error_count": len(report.error_lines),
+        "notes": report.notes,
         "written": report.written,
         "order": report.order,
         "registration": [h.message for h in report.registration],
@@ -84,24 +96,66 @@ def _verify_written(paths: list[Path], report: ApplyReport) -> int:
     return worst
 
 
-def _summary(console: Console, report: ApplyReport) -> None:
-    table = Table(title="migrate-v3 apply", show_lines=False)
-    table.add_column("file")
-    table.add_column("rewrites by rule")
-    table.add_column("TODOs", justify="right")
-    table.add_column("auto %", justify="right")
-    for fr in report.files:
-        if not fr.changed and not fr.todos and not fr.error:
-            continue
-        rules = " ".join(f"{code}×{n}" for code, n in sorted(fr.rewrites.items()))
-        pct = fr.migrated_pct
-        table.add_row(fr.source, rules or "-", str(len(fr.todos)), "-" if pct is None else f"{pct:.0f}%")
-    console.print(table)
-    kinds = Counter(t.code for fr in report.files for t in fr.todos)
-    console.print(
-        f"{len(report.files)} files, {sum(fr.changed for fr in report.files)} changed, "
-        f"{report.todo_count} TODOs" + (f" ({', '.join(f'{c}×{n}' for c, n in kinds.most_common())})" if kinds else "")
+def todo_lines(report: ApplyReport) -> list[str]:
+    """Every TODO left in the written files, as check prints findings: ``path:line:col: CODE message``."""
+    return [
+        f"{fr.shown_dest or fr.dest}:{t.line}:{t.col + 1}: {t.code} {t.message}"
+        for fr in report.files
+        if fr.dest
+        for t in fr.todos
+    ]
+
+
+def _rules(fr: FileReport) -> str:
+    return " ".join(f"{code}×{n}" for code, n in sorted(fr.rewrites.items()))
+
+
+def summary_line(report: ApplyReport) -> str:
+    """What was written (only that is counted), how many TODOs it holds, how many errors."""
+    written = [fr for fr in report.files if fr.dest]
+    errors = len(report.error_lines)
+    tail = f"; {errors} error{'s' if errors != 1 else ''}" if errors else ""
+    if not report.written:
+        return "Nothing written" + tail + "."
+    files = "1 file" if len(written) == 1 else f"{len(written)} files"
+    kinds = Counter(t.code for fr in written for t in fr.todos)
+    todos = sum(kinds.values())
+    by_code = f" ({', '.join(f'{c}×{n}' for c, n in kinds.most_common())})" if kinds else ""
+    return (
+        f"Wrote {', '.join(report.written_shown)}: {files}, "
+        f"{sum(fr.changed for fr in written)} changed, {todos} TODOs{by_code}{tail}."
     )
+
+
+def _summary(out: TextIO, report: ApplyReport, *, terminal: bool) -> None:
+    """Nothing-to-migrate lines, TODO lines, what each changed file got (a rich table on a
+    terminal, plain lines otherwise: paths are never cut), then the totals (none when every
+    target had nothing to migrate: its one line says it all)."""
+    rows = [fr for fr in report.files if fr.dest and (fr.changed or fr.todos)]
+    head = [*report.notes, *todo_lines(report)]
+    total = [summary_line(report)] if report.files or report.error_lines or report.written else []
+    if not terminal:
+        for fr in rows:
+            pct = fr.migrated_pct
+            auto = "" if pct is None else f", {pct:.0f}% automatic"
+            head.append(f"{fr.shown_source}: rewrites {_rules(fr) or '-'}; {len(fr.todos)} TODOs{auto}")
+        out.writelines(f"{line}\n" for line in [*head, *total])
+        return
+    console = Console(file=out, highlight=False)
+    for line in head:
+        console.print(line, markup=False, soft_wrap=True)
+    if rows:
+        table = Table(title="migrate-v3 apply", show_lines=False)
+        table.add_column("file", overflow="fold")
+        table.add_column("rewrites by rule")
+        table.add_column("TODOs", justify="right")
+        table.add_column("auto %", justify="right")
+        for fr in rows:
+            pct = fr.migrated_pct
+            table.add_row(fr.shown_source, _rules(fr) or "-", str(len(fr.todos)), "-" if pct is None else f"{pct:.0f}%")
+        console.print(table)
+    for line in total:
+        console.print(line, markup=False, soft_wrap=True)
 
 
 @click.command("apply")
@@ -131,23 +185,22 @@ def apply(
     verbose: bool,
 ) -> None:
     """Write a ModuleV3 variant beside each V2 package (foo_modulev3/) or file (x_modulev3.py)."""
-    err = sys.stderr
     context = TransformContext(unsafe_fixes=unsafe_fixes, precise_names=precise_names)
     report = apply_paths(
         list(paths), out=out, force=force, diff=show_diff, jobs=jobs, context=context, register=register
     )
     if report.slow_path:
-        click.echo(f"warning: {slow_path_message(report.slow_path)}", file=err)
+        click.echo(f"warning: {slow_path_message(report.slow_path)}", file=sys.stderr)
     elif verbose:
-        click.echo(f"migrate-v3: fast path: the Engine's traversal on libcst {libcst_version()}", file=err)
-    for message in [*report.errors, *report.skipped, *(f.error for f in report.files if f.error)]:
-        click.echo(f"error: {message}", file=err)
+        click.echo(f"migrate-v3: fast path: the Engine's traversal on libcst {libcst_version()}", file=sys.stderr)
+    for message in report.error_lines:
+        click.echo(f"error: {message}", file=sys.stderr)
     if show_diff:
         for fr in report.files:
             if fr.diff:
                 click.echo(fr.diff, nl=False)
     else:
-        _summary(Console(), report)
+        _summary(sys.stdout, report, terminal=sys.stdout.isatty())
         for hint in report.registration:
             click.echo(hint.message)
     verify_code = _verify_written(list(paths), report) if run_verify_after and not show_diff else 0
@@ -156,6 +209,6 @@ def apply(
         try:
             report_path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            click.echo(f"error: {report_path}: cannot write report: {exc.strerror}", file=err)
+            click.echo(f"error: {report_path}: cannot write report: {exc.strerror}", file=sys.stderr)
             raise SystemExit(2) from exc
     raise SystemExit(max(report.exit_code, verify_code))

@@ -30,6 +30,19 @@ class Target:
     files: list[tuple[Path, Path]] = field(default_factory=list)
     #: sibling V2 packages this package imports
     depends_on: set[str] = field(default_factory=set)
+    #: ``source`` and ``dest`` as the user spelled them (the argument, ``--out``): what is printed
+    shown: Path | None = None
+    shown_dest: Path | None = None
+
+    def show(self, rel: Path) -> str:
+        """A file of the source as printed: the argument joined with its path in the package."""
+        base = self.shown or self.source
+        return str(base / rel if self.is_package else base)
+
+    def show_dest(self, rel: Path | None = None) -> str:
+        """A file of the output (or the output root) as printed."""
+        base = self.shown_dest or self.dest
+        return str(base / rel if self.is_package and rel is not None else base)
 
     @property
     def name(self) -> str:
@@ -111,6 +124,9 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
         else:
             errors.append(f"{raw}: not a Python file or package directory")
             continue
+        target.shown = raw
+        # ("." or ".." name no directory whose parent can be spelled from them)
+        target.shown_dest = dest if out is None and raw.name in ("", "..") else (out or raw.parent) / v3_name(path)
         targets.append(target)
     v3_packages: dict[str, str] = {}
     for target in targets:
@@ -155,7 +171,7 @@ def module_exports(package: Path) -> dict[str, frozenset[str]]:
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             out[".".join(parts)] = ANY_NAME
             continue
-        names = _top_level_names(tree)
+        names = top_level_names(tree)
         out[".".join(parts)] = ANY_NAME if names is None else frozenset(names)
     return out
 
@@ -242,7 +258,8 @@ def _attribute_reads(target: Target) -> frozenset[str]:
     return frozenset(names)
 
 
-def _top_level_names(tree: ast.Module) -> set[str] | None:
+def top_level_names(tree: ast.Module) -> set[str] | None:
+    """The names a module binds at top level; None when they can't be known statically."""
     names: set[str] = set()
     stack: list[ast.stmt] = list(tree.body)
     while stack:
