@@ -66,11 +66,21 @@ def v3_base() -> type:
     return Module
 
 
+def _v2_shape(weight: Any) -> tuple[int, ...]:
+    """A V2 weight's shape; a shard's shape needs a graph, so a copy gets a throwaway one."""
+    try:
+        return tuple(int(d) for d in weight.shape.static_dims)
+    except ValueError:  # "no parent graph": a weight shard, shaped by its sharding strategy
+        import copy
+
+        from max.graph import Graph
+
+        with Graph("migrate_v3_weight_shapes", input_types=[]):
+            return tuple(int(d) for d in copy.copy(weight).shape.static_dims)
+
+
 def v2_signature(module: Any) -> Signature:
-    return {
-        name: (tuple(int(d) for d in w.shape.static_dims), _name(w.dtype))
-        for name, w in module.raw_state_dict().items()
-    }
+    return {name: (_v2_shape(w), _name(w.dtype)) for name, w in module.raw_state_dict().items()}
 
 
 def v3_signature(module: Any) -> Signature:
