@@ -69,8 +69,16 @@ def test_the_last_line_says_what_was_compared() -> None:
     out = io.StringIO()
     render_text(report, out)
     text = " ".join(out.getvalue().split())
-    assert "compared 1 of 2 classes (1 by keys and hyper-parameters only)" in text
+    assert "compared 1 of 2 classes by keys and hyper-parameters (not compiled)" in text
     assert "root model not compared: Root" in text and "NOT VERIFIED (exit 3)" in text
+    # a compiling run: keys alone do not verify a class
+    compiling = VerifyReport("a", "b", "cpu", [_passed("Norm"), _passed("Root", "static")], roots=["Root"],
+                             compile_requested=True)
+    out = io.StringIO()
+    render_text(compiling, out)
+    text = " ".join(out.getvalue().split())
+    assert "compared 1 of 2 classes numerically; 1 only by keys and hyper-parameters (no inputs)" in text
+    assert compiling.exit_code == 3
 
 
 def _migrated(name: str, tmp_path: Path) -> tuple[Path, Path]:
@@ -87,6 +95,7 @@ def test_umt5_without_a_spec_compares_its_root_model(tmp_path: Path) -> None:
     """Before: exit 0, "all pass", 7 of 8 classes skipped (no case for their config)."""
     v2, v3 = _migrated("umt5", tmp_path)
     report = run_verify(v2, v3, compile=False, mypy=False)
+    assert not report.compile_requested
     assert "UMT5EncoderModel" in report.roots
     root = report.by_name("UMT5EncoderModel")
     assert report.is_compared(root) and root.compared == "static", root

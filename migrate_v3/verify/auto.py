@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -86,11 +87,18 @@ class TinyConfigs:
         if not types:
             self.why = f"no transformers config for {', '.join((*self.names, cls.__name__))}"
             return None
+        hf = tiny.tiny_hf_config(types[0])
         try:
-            return tiny.fill_config(cls, tiny.tiny_hf_config(types[0]), self.overrides)
+            return tiny.fill_config(cls, hf, self.overrides)
         except Exception as exc:  # noqa: BLE001 - the reason becomes the skip reason
             self.why = f"{type(exc).__name__}: {exc}"
-            return None
+        if callable(getattr(cls, "initialize", None)):  # a MAX arch config: built as its pipeline builds it
+            dtype = self.overrides.get("dtype")
+            try:
+                return tiny.arch_config(cls, hf, encoding=str(dtype).replace("DType.", "") if dtype else None)
+            except Exception as exc:  # noqa: BLE001
+                self.why += f"; {cls.__name__}.initialize: {type(exc).__name__}: {exc}"
+        return None
 
 
 def _is_hf_config(cls: Any) -> bool:
@@ -216,6 +224,25 @@ def auto_case(
     v3_kwargs = v3_values(v3_cls, v2_values)
     if isinstance(v3_kwargs, str):
         return v3_kwargs
+    inputs = _inputs(v2_cls, v2_values, first_weight)
+    if isinstance(inputs, str):  # both sides build: keys and hyper-parameters still compare
+        return Case(inputs=[], v2_kwargs=v2_values, v3_kwargs=v3_kwargs, source="auto", static_reason=inputs)
+    greedy = len(inputs) == 1 and inputs[0].dtype == "int64"
+    return Case(
+        inputs=inputs,
+        v2_kwargs=v2_values,
+        v3_kwargs=v3_kwargs,
+        greedy=greedy,
+        source="auto",
+    )
+
+
+#: ``__call__`` parameters that are a KV cache or ragged-batch bookkeeping: no guessed shape fits.
+_RUNTIME = re.compile(r"kv|cache|offsets|signal|return_n|layer_idx|freqs|position", re.I)
+
+
+def _inputs(v2_cls: type, v2_values: dict[str, Any], first_weight: tuple[int, ...] | None) -> list[Input] | str:
+    """Inputs guessed from ``__call__``'s parameters, or why there are none."""
     params = list(inspect.signature(v2_cls.__call__).parameters.values())[1:]
     inputs: list[Input] = []
     for param in params:
@@ -223,6 +250,8 @@ def auto_case(
             return f"__call__ takes *{param.name}; give this class a case in the spec"
         if param.default is not param.empty:
             continue
+        if _RUNTIME.search(param.name):
+            return f"input {param.name!r} is runtime state (KV cache, offsets); give this class a case in the spec"
         if param.name in ID_NAMES:
             vocab = _vocab(v2_values)
             if vocab is None:
@@ -235,11 +264,4 @@ def auto_case(
             inputs.append(Input((BATCH, SEQ, dim), "$dtype", dims=("batch", "seq", dim)))
     if not inputs:
         return "__call__ takes no tensor inputs"
-    greedy = len(inputs) == 1 and inputs[0].dtype == "int64"
-    return Case(
-        inputs=inputs,
-        v2_kwargs=v2_values,
-        v3_kwargs=v3_kwargs,
-        greedy=greedy,
-        source="auto",
-    )
+    return inputs

@@ -65,13 +65,12 @@ def render_text(report: VerifyReport, stream: TextIO, color: bool = False) -> No
 def coverage_line(report: VerifyReport) -> str:
     """What the verdict rests on: how many classes were compared, and which roots were not."""
     cov = report.coverage
-    how = []
-    if cov["numeric"]:
-        how.append(f"{cov['numeric']} numerically")
-    if cov["static_only"]:
-        how.append(f"{cov['static_only']} by keys and hyper-parameters only")
-    text = (f"compared {cov['compared']} of {cov['classes']} classes"
-            + (f" ({', '.join(how)})" if how else ""))
+    if report.compile_requested:
+        text = f"compared {cov['numeric']} of {cov['classes']} classes numerically"
+        if cov["static_only"]:
+            text += f"; {cov['static_only']} only by keys and hyper-parameters (no inputs)"
+    else:
+        text = f"compared {cov['compared']} of {cov['classes']} classes by keys and hyper-parameters (not compiled)"
     if cov["roots_not_compared"]:
         text += f"; root model not compared: {', '.join(cov['roots_not_compared'])}"
     if cov["not_compared"]:

@@ -189,6 +189,8 @@ class VerifyReport:
     seconds: float = 0.0
     #: the package's root classes: those no other class of the V2 package builds or extends
     roots: list[str] = field(default_factory=list)
+    #: a run that compiles counts only numeric comparisons as verified (``--no-compile``: static ones)
+    compile_requested: bool = False
 
     def by_name(self, name: str) -> ClassResult:
         for c in self.classes:
@@ -197,8 +199,13 @@ class VerifyReport:
         raise KeyError(name)
 
     def is_compared(self, c: ClassResult) -> bool:
-        """Compared itself, or its code ran inside a compared class's graph."""
-        return bool(self.how_compared(c))
+        """Compared itself, or its code ran inside a compared class's graph.
+
+        When the run compiles, a class checked by keys and hyper-parameters only
+        (no inputs could be made for it) is not verified: its numbers were not compared.
+        """
+        how = self.how_compared(c)
+        return how == "numeric" or (how == "static" and not self.compile_requested)
 
     def how_compared(self, c: ClassResult) -> str:
         """"numeric", "static" or "": its own comparison, else its enclosing class's."""
@@ -222,7 +229,7 @@ class VerifyReport:
             "classes": len(selected),
             "compared": len(compared),
             "numeric": sum(1 for c in compared if self.how_compared(c) == "numeric"),
-            "static_only": sum(1 for c in compared if self.how_compared(c) == "static"),
+            "static_only": sum(1 for c in selected if self.how_compared(c) == "static"),
             "not_compared": [c.name for c in selected if not self.is_compared(c)],
             "roots": self.roots,
             "roots_not_compared": [r for r in self.roots

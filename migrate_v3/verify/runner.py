@@ -148,7 +148,7 @@ def run_verify(v2_path: str | Path, v3_path: str | Path, **options: Any) -> Veri
 
 def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) -> VerifyReport:
     start = time.perf_counter()
-    report = VerifyReport(str(v2_path), str(v3_path), opts.device)
+    report = VerifyReport(str(v2_path), str(v3_path), opts.device, compile_requested=opts.compile)
     for p in (v2_path, v3_path):
         if not p.exists():
             report.error = f"{p} does not exist"
@@ -366,9 +366,10 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
         result.reason = "weights do not fit the V3 parameters; not compiled"
         result.seconds = time.perf_counter() - start
         return out
-    if not opts.compile:
+    if not opts.compile or case.static_reason:
         result.status = "fail" if failed else "pass"
-        result.reason = "static checks only (not compiled)"
+        result.reason = ("static checks only (not compiled)" if not opts.compile
+                         else f"static checks only, not compiled: {case.static_reason}")
         result.seconds = time.perf_counter() - start
         return out
     if weights is None:

@@ -267,3 +267,23 @@ def fill_config(cls: type, hf_config: Any, extra: Mapping[str, Any] | None = Non
     if missing:
         raise TypeError(f"{cls.__name__}: no tiny value for required field(s) {', '.join(missing)}")
     return cls(**values)
+
+
+def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str | None = None) -> Any:
+    """A MAX arch config (``ArchConfig.initialize``) for a tiny checkpoint of ``hf_config`` on CPU.
+
+    What the pipeline model's ``initialize`` step gives (its ``finalize``, which
+    needs the checkpoint and arch-specific arguments, is not run: the fields it
+    sets keep their defaults). ``encoding`` (a dtype name), else float32 when
+    the class supports it.
+    """
+    import tempfile
+
+    supported = set(getattr(cls, "SUPPORTED_ENCODINGS", ()) or ())
+    encoding = encoding or next((e for e in ("float32", "bfloat16") if e in supported),
+                                str(getattr(cls, "DEFAULT_ENCODING", "float32")))
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, weights = checkpoint_dir(hf_config, Path(tmp))
+        config = cls.initialize(pipeline_config(model_dir, weights, encoding, max_length),  # type: ignore[attr-defined]
+                                max_seq_len=max_length)
+    return config
