@@ -104,13 +104,15 @@ def build_v2(case: Case, cls: type, target: Target, dtype: str) -> Any:
 
 
 def build_v3(case: Case, cls: type, target: Target, dtype: str) -> Any:
-    """Construct lazily (random inits stay symbolic) and move to the device."""
+    """Construct and move to the device under ``F.lazy()`` (random inits stay symbolic)."""
     from max.experimental import functional as F
     from max.experimental.tensor import default_dtype
 
     with F.lazy(), default_dtype(dtype_of(dtype)):
         module = case.build("v3", cls, BuildContext(dtype_of(dtype), target.ref))
-    return module.to(target.device)
+        # moved while still lazy, as a pipeline's _instantiate_module does: an eager
+        # .to() realises every random init, compiling interpreter kernels on the way
+        return module.to(target.device)
 
 
 def input_types(inputs: Sequence[Input], target: Target, dtype: str) -> list[Any]:
