@@ -580,12 +580,6 @@ def dtype_of(config: Any) -> Any:
     return value if value is not None and type(value).__name__ == "DType" else None
 
 
-def describe(value: Any) -> str:
-    """A short text for a config or argument, for reports."""
-    if dataclasses.is_dataclass(value):
-        return type(value).__name__
-    return type(value).__name__
-
 
 #: Where Hugging Face checkpoints put a model's weights relative to MAX's names:
 #: tried to find the checkpoint name a weight adapter maps to a given name.
