@@ -28,6 +28,10 @@ fails`` (the V2 reference does not build from the tiny config), ``no config``
 for its model type). ``--control`` climbs the official ports instead (V2 ``X``
 against max's own ``X_modulev3``): the instrument's own check.
 
+``--without-ports`` deletes the official ports from the copy first (every
+sibling import then resolves to migrated code, as ``whole_model_survey.py``
+lays it out): what the packages do beyond the imports the ports break.
+
 ``--mypy`` adds the static rung: mypy errors of each migrated package and of
 its V2 input, run as ``verify`` runs it. ``--baseline`` compares rungs with a
 committed JSON: a package below its baseline rung is a regression (exit 1),
@@ -278,7 +282,21 @@ def _short(where: str, tree: Path) -> str:
     try:
         return str(Path(where.rpartition(":")[0]).resolve().relative_to(tree.resolve())) + ":" + where.rpartition(":")[2]
     except ValueError:
-        return where.replace(str(architectures()), "<max>")
+        return portable(where, tree)
+
+
+def portable(value: Any, tree: Path) -> Any:
+    """``value`` with the work tree's, max's and this repository's paths made relative."""
+    if isinstance(value, str):
+        site = architectures().parents[2]  # .../site-packages
+        for path, name in ((tree.resolve(), "<tree>"), (site, "<site-packages>"), (ROOT, "<repo>")):
+            value = value.replace(str(path) + os.sep, name + "/")
+        return value
+    if isinstance(value, list):
+        return [portable(v, tree) for v in value]
+    if isinstance(value, dict):
+        return {k: portable(v, tree) for k, v in value.items()}
+    return value
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -304,6 +322,9 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     parser.add_argument("--mypy", action="store_true", help="also count mypy errors (V2 vs migrated)")
     parser.add_argument("--control", action="store_true", help="climb max's official ports instead")
+    parser.add_argument("--without-ports", action="store_true",
+                        help="delete max's official ports from the copy first (every sibling import then "
+                             "gets migrated code, as in bench/whole_model_survey.py); not the baseline layout")
     parser.add_argument("--l5", action="store_true",
                         help="also compile each root that traces, both sides, and compare outputs (minutes each)")
     args = parser.parse_args()
@@ -322,6 +343,12 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
     try:
         tree = copy_tree(work)
         packages = v2_packages(tree)
+        if args.without_ports:
+            if args.control or args.update_baseline or args.baseline:
+                print("--without-ports is not the baseline's layout, nor has ports to control", file=sys.stderr)
+                return 2
+            for port in tree.glob("*_modulev3"):
+                shutil.rmtree(port)
         if args.arch:
             unknown = sorted(set(args.arch) - set(packages))
             if unknown:
@@ -406,8 +433,8 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
             print(f"mypy: migrated {sum(rows[p]['mypy']['v3'] for p in todo)} errors vs V2 "
                   f"{sum(rows[p]['mypy']['v2'] for p in todo)}; worse than V2: {len(worse)} of {len(todo)}")
         if args.json:
-            args.json.write_text(json.dumps({"packages": ordered, "counts": counts, "l6": l6}, indent=1,
-                                            default=str))
+            args.json.write_text(json.dumps(portable({"packages": ordered, "counts": counts, "l6": l6}, tree),
+                                            indent=1, default=str))
         if args.update_baseline:
             BASELINE.write_text(json.dumps({r["arch"]: r["rung"] for r in ordered}, indent=1, sort_keys=True) + "\n")
             print(f"baseline written: {BASELINE}")
