@@ -1,21 +1,23 @@
 """The model ladder for one migrated architecture package: how far it gets.
 
-Rungs, each tried in a fresh interpreter by ``bench/ladder.py`` (L0 is the
-driver's own: ``apply`` ran and every output parses):
+Rungs, tried per package in child interpreters by ``bench/ladder.py`` (L0 is
+the driver's own: ``apply`` ran and every output parses):
 
 * L1 every migrated module imports;
 * L2 the root module(s) the pipeline model builds construct, V2 from the tiny
   config (:mod:`migrate_v3.verify.tiny`) and V3 under ``F.lazy()`` from the
   same checkpoint (:mod:`migrate_v3.verify.archbuild`);
-* L3 V3 parameter names, shapes and dtypes equal the V2 root's state dict;
+* L3 V3 parameter names, shapes and dtypes equal the V2 root's weights as the
+  V3 package feeds them to ``compile`` (through its weight adapter);
 * L4 ``Module.trace`` stages the V3 graph with the input types the pipeline
   compiles with;
 * L6 the V3 pipeline model's own load path gets as far as ``compile``.
 
-(L5, compile and compare outputs, is ``bench/ladder.py --l5``.) Every rung
-is tried even when an earlier one failed, so the JSON says what else works;
-the *rung* of an architecture is the highest one reached with every rung
-below it passed.
+L5 (``l5=True``, ``bench/ladder.py --l5``) compiles both sides and compares
+outputs. Every rung is tried even when an earlier one failed, so the JSON
+says what else works; the *rung* of an architecture is the highest one
+reached with every rung below it passed. A package without ``arch.py`` has
+no pipeline model: its root classes are built the way ``verify`` builds them.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from typing import Any
 
 from migrate_v3.verify import archbuild
 from migrate_v3.verify.align import align_keys
-
-RUNGS = ("L1", "L2", "L3", "L4", "L6")
 
 
 @dataclass
@@ -58,17 +58,6 @@ class ArchResult:
     steps: list[Step] = field(default_factory=list)
     seconds: float = 0.0
     input_types_from: str = ""
-
-    def passed(self, rung: str) -> bool | None:
-        found = [s.ok for s in self.steps if s.rung == rung]
-        return all(found) if found else None
-
-    def first_failure(self) -> Step | None:
-        for rung in RUNGS:
-            for s in self.steps:
-                if s.rung == rung and not s.ok:
-                    return s
-        return None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,10 +236,14 @@ class _Pair:
     directory: Path
     package3: str  # the migrated package, dotted: its modules say which V3 class a name means
 
-    def classes3(self) -> dict[str, type]:
-        """V3 classes visible in the migrated package's modules (defined there, or imported)."""
-        return archbuild.v3_classes([m for n, m in list(sys.modules.items()) if m is not None and (
-            n == self.package3 or n.startswith(self.package3 + "."))])
+    def classes3(self, pipeline_model: Any = None) -> dict[str, type]:
+        """V3 classes visible in the migrated package's modules (defined there, or imported),
+        then in the modules of the V3 pipeline model's bases (a migrated sibling it extends)."""
+        own = [m for n, m in list(sys.modules.items()) if m is not None and (
+            n == self.package3 or n.startswith(self.package3 + "."))]
+        bases = [sys.modules[c.__module__] for c in type(pipeline_model).__mro__
+                 if c.__module__ in sys.modules and c.__module__.startswith(self.prefixes[-1] + ".")]
+        return {**archbuild.v3_classes(bases), **archbuild.v3_classes(own)}
 
     def build(self, ckpt: archbuild.Checkpoint, adapt_weights: bool = True
               ) -> tuple[archbuild.Built, archbuild.Built]:
@@ -280,7 +273,7 @@ class _Pair:
         by_name3 = {type(c.module).__name__: c for c in built3.roots}
         names2 = {type(c.module).__name__ for c in built2.roots}
         spare3 = [c for c in built3.roots if type(c.module).__name__ not in names2]
-        classes3 = self.classes3()
+        classes3 = self.classes3(built3.pipeline_model)
         out = []
         for cap2 in built2.roots:
             name = type(cap2.module).__name__
