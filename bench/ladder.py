@@ -328,6 +328,9 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
     parser.add_argument("--l5", action="store_true",
                         help="also compile each root that traces, both sides, and compare outputs (minutes each)")
     args = parser.parse_args()
+    if args.update_baseline and (args.arch or args.control or args.without_ports):
+        print("--update-baseline needs the whole ladder in the user layout", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     if args.l5:
         os.environ["MIGRATE_V3_LADDER_L5"] = "1"
@@ -344,7 +347,7 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
         tree = copy_tree(work)
         packages = v2_packages(tree)
         if args.without_ports:
-            if args.control or args.update_baseline or args.baseline:
+            if args.control or args.baseline:
                 print("--without-ports is not the baseline's layout, nor has ports to control", file=sys.stderr)
                 return 2
             for port in tree.glob("*_modulev3"):
