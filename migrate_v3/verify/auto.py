@@ -1,20 +1,28 @@
 """Automatic cases for classes whose constructors take only simple values.
 
 A constructor qualifies when each parameter without a default is a dtype, a
-device, an int/float/bool, or a config dataclass whose fields all have
-defaults. Input shapes are guessed from parameter names (``tokens`` → ids,
-else ``[batch, seq, hidden]``) and the module's own first weight. Anything
-else yields a reason, which ``verify`` lists as a skip.
+device, an int/float/bool, or a config class (dataclass or pydantic model):
+one whose fields all have defaults, or one :mod:`migrate_v3.verify.tiny` can
+fill from the ``transformers`` config of the package's model type, shrunk.
+Input shapes are guessed from parameter names (``tokens`` → ids, else
+``[batch, seq, hidden]``) and the module's own first weight. Anything else
+yields a reason, which ``verify`` lists as a skip.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
+from migrate_v3.verify import tiny
 from migrate_v3.verify.spec import DEVICE, DEVICES, DTYPE, Case, Input
+
+#: Makes an instance of a config class (or None): see :class:`TinyConfigs`.
+ConfigMaker = Callable[[type], Any]
 
 ID_NAMES = {"tokens", "input_ids", "ids", "indices", "token_ids", "input_tokens"}
 DIM_NAMES = (
@@ -44,7 +52,63 @@ def _guess_int(name: str) -> int:
     return 16
 
 
-def _simple_value(name: str, ann: Any) -> tuple[bool, Any]:
+def _config_fields(cls: Any) -> list[str] | None:
+    """Field names of a dataclass or pydantic model class; None for anything else."""
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    fields = getattr(cls, "model_fields", None) if isinstance(cls, type) else None
+    return list(fields) if isinstance(fields, dict) else None
+
+
+class TinyConfigs:
+    """Config instances for constructor parameters, shrunk from ``transformers``.
+
+    ``names`` hint the model type (the package's name); the config class's own
+    name is tried too. ``dtype``/``device`` fields get the run's values.
+    """
+
+    def __init__(self, names: tuple[str, ...], overrides: dict[str, Any]) -> None:
+        self.names = names
+        self.overrides = overrides
+        self.why = ""
+
+    def hf(self) -> Any:
+        """The tiny ``transformers`` config itself (for a ``huggingface_config`` parameter)."""
+        types = tiny.model_types(*self.names)
+        if not types:
+            self.why = f"no transformers config for {', '.join(self.names)}"
+            return None
+        return tiny.tiny_hf_config(types[0])
+
+    def __call__(self, cls: type) -> Any:
+        if _is_hf_config(cls):
+            return self.hf()
+        types = tiny.model_types(*self.names, cls.__name__)
+        if not types:
+            self.why = f"no transformers config for {', '.join((*self.names, cls.__name__))}"
+            return None
+        hf = tiny.tiny_hf_config(types[0])
+        try:
+            return tiny.fill_config(cls, hf, self.overrides)
+        except Exception as exc:  # noqa: BLE001 - the reason becomes the skip reason
+            self.why = f"{type(exc).__name__}: {exc}"
+        if callable(getattr(cls, "initialize", None)):  # a MAX arch config: built as its pipeline builds it
+            dtype = self.overrides.get("dtype")
+            try:
+                return tiny.arch_config(cls, hf, encoding=str(dtype).replace("DType.", "") if dtype else None)
+            except Exception as exc:  # noqa: BLE001
+                self.why += f"; {cls.__name__}.initialize: {type(exc).__name__}: {exc}"
+        return None
+
+
+def _is_hf_config(cls: Any) -> bool:
+    """``transformers``' ``AutoConfig`` or a ``PretrainedConfig`` class."""
+    return isinstance(cls, type) and any(
+        c.__name__ in ("PretrainedConfig", "AutoConfig") and c.__module__.startswith("transformers")
+        for c in cls.__mro__)
+
+
+def _simple_value(name: str, ann: Any, configs: ConfigMaker | None = None) -> tuple[bool, Any]:
     if name == "dtype" or _is_type(ann, "DType"):
         return True, DTYPE
     if name == "device" or _is_type(ann, "DeviceRef"):
@@ -57,15 +121,22 @@ def _simple_value(name: str, ann: Any) -> tuple[bool, Any]:
         return True, 1e-5 if "eps" in name.lower() else 1.0
     if ann is bool or _is_type(ann, "bool"):
         return True, False
-    if isinstance(ann, type) and dataclasses.is_dataclass(ann):
+    if _is_hf_config(ann) and configs is not None:
+        made = configs(ann)
+        return made is not None, made
+    if _config_fields(ann) is not None:
+        # a tiny real config first: a config's defaults are often a full-size model
+        made = configs(ann) if configs is not None else None
+        if made is not None:
+            return True, made
         try:
             return True, ann()
-        except TypeError:
+        except Exception:  # noqa: BLE001 - required fields and no tiny config
             return False, None
     return False, None
 
 
-def constructor_values(cls: type) -> dict[str, Any] | str:
+def constructor_values(cls: type, configs: ConfigMaker | None = None) -> dict[str, Any] | str:
     """Keyword arguments for ``cls`` or the reason none can be made."""
     init = cls.__init__  # type: ignore[misc]
     if init is object.__init__:
@@ -78,18 +149,21 @@ def constructor_values(cls: type) -> dict[str, Any] | str:
         if param.default is not param.empty and param.name not in ("dtype", "device", "devices"):
             continue
         ann = hints.get(param.name, param.annotation)
-        ok, value = _simple_value(param.name, ann)
+        ok, value = _simple_value(param.name, ann, configs)
         if not ok:
             shown = getattr(ann, "__name__", ann)
+            why = getattr(configs, "why", "") if _config_fields(ann) is not None else ""
             return (
                 f"constructor parameter {param.name!r} ({shown}) is neither a simple value nor "
-                "a config with defaults; give this class a case in the spec"
+                "a config with defaults" + (f" (no tiny config: {why})" if why else "")
+                + "; give this class a case in the spec"
             )
         values[param.name] = value
     return values
 
 
-def _v3_values(cls: type, v2_values: dict[str, Any]) -> dict[str, Any] | str:
+def v3_values(cls: type, v2_values: dict[str, Any]) -> dict[str, Any] | str:
+    """Keyword arguments for the V3 class from the V2 ones (same names), or why not."""
     init = cls.__init__  # type: ignore[misc]
     if init is object.__init__:
         return {}
@@ -101,13 +175,11 @@ def _v3_values(cls: type, v2_values: dict[str, Any]) -> dict[str, Any] | str:
         if param.name in v2_values:
             value = v2_values[param.name]
             ann = hints.get(param.name)
-            if (
-                isinstance(ann, type)
-                and dataclasses.is_dataclass(ann)
-                and dataclasses.is_dataclass(value)
-                and not isinstance(value, ann)
-            ):
-                value = ann(**{f.name: getattr(value, f.name) for f in dataclasses.fields(ann)})
+            fields = _config_fields(ann)
+            if (fields is not None and isinstance(ann, type)
+                    and _config_fields(type(value)) is not None and not isinstance(value, ann)):
+                # the V3 side's own copy of the config class: same fields, other class
+                value = ann(**{f: getattr(value, f) for f in fields if hasattr(value, f)})
             values[param.name] = value
         elif param.default is param.empty:
             ok, value = _simple_value(param.name, hints.get(param.name, param.annotation))
@@ -122,7 +194,7 @@ def _hidden_dim(values: dict[str, Any], first_weight: tuple[int, ...] | None) ->
         if isinstance(values.get(name), int):
             return int(values[name])
     for value in values.values():
-        if dataclasses.is_dataclass(value):
+        if _config_fields(type(value)) is not None:
             for attr in ("hidden_size", "d_model", "dim", "n_embd"):
                 if isinstance(getattr(value, attr, None), int):
                     return int(getattr(value, attr))
@@ -135,22 +207,42 @@ def _vocab(values: dict[str, Any]) -> int | None:
     for name, value in values.items():
         if "vocab" in name and isinstance(value, int):
             return value
-        vocab = getattr(value, "vocab_size", None) if dataclasses.is_dataclass(value) else None
+        vocab = getattr(value, "vocab_size", None) if _config_fields(type(value)) is not None else None
         if isinstance(vocab, int):
             return vocab
     return None
 
 
 def auto_case(
-    v2_cls: type, v3_cls: type, first_weight: tuple[int, ...] | None = None
+    v2_cls: type, v3_cls: type, first_weight: tuple[int, ...] | None = None,
+    configs: ConfigMaker | None = None,
 ) -> Case | str:
     """A case built from constructor signatures, or why there is none."""
-    v2_values = constructor_values(v2_cls)
+    v2_values = constructor_values(v2_cls, configs)
     if isinstance(v2_values, str):
         return v2_values
-    v3_values = _v3_values(v3_cls, v2_values)
-    if isinstance(v3_values, str):
-        return v3_values
+    v3_kwargs = v3_values(v3_cls, v2_values)
+    if isinstance(v3_kwargs, str):
+        return v3_kwargs
+    inputs = _inputs(v2_cls, v2_values, first_weight)
+    if isinstance(inputs, str):  # both sides build: keys and hyper-parameters still compare
+        return Case(inputs=[], v2_kwargs=v2_values, v3_kwargs=v3_kwargs, source="auto", static_reason=inputs)
+    greedy = len(inputs) == 1 and inputs[0].dtype == "int64"
+    return Case(
+        inputs=inputs,
+        v2_kwargs=v2_values,
+        v3_kwargs=v3_kwargs,
+        greedy=greedy,
+        source="auto",
+    )
+
+
+#: ``__call__`` parameters that are a KV cache or ragged-batch bookkeeping: no guessed shape fits.
+_RUNTIME = re.compile(r"kv|cache|offsets|signal|return_n|layer_idx|freqs|position", re.I)
+
+
+def _inputs(v2_cls: type, v2_values: dict[str, Any], first_weight: tuple[int, ...] | None) -> list[Input] | str:
+    """Inputs guessed from ``__call__``'s parameters, or why there are none."""
     params = list(inspect.signature(v2_cls.__call__).parameters.values())[1:]
     inputs: list[Input] = []
     for param in params:
@@ -158,6 +250,8 @@ def auto_case(
             return f"__call__ takes *{param.name}; give this class a case in the spec"
         if param.default is not param.empty:
             continue
+        if _RUNTIME.search(param.name):
+            return f"input {param.name!r} is runtime state (KV cache, offsets); give this class a case in the spec"
         if param.name in ID_NAMES:
             vocab = _vocab(v2_values)
             if vocab is None:
@@ -170,11 +264,4 @@ def auto_case(
             inputs.append(Input((BATCH, SEQ, dim), "$dtype", dims=("batch", "seq", dim)))
     if not inputs:
         return "__call__ takes no tensor inputs"
-    greedy = len(inputs) == 1 and inputs[0].dtype == "int64"
-    return Case(
-        inputs=inputs,
-        v2_kwargs=v2_values,
-        v3_kwargs=v3_values,
-        greedy=greedy,
-        source="auto",
-    )
+    return inputs

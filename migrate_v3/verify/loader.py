@@ -69,16 +69,19 @@ def load_side(path: Path, label: str) -> LoadedSide:
     return side
 
 
-def module_classes(side: LoadedSide, base: type) -> dict[str, type]:
-    """Classes defined on this side that subclass ``base``, by name."""
+def defined_classes(side: LoadedSide) -> dict[str, type]:
+    """Every class defined (not imported) in this side's modules, by name."""
     found: dict[str, type] = {}
     for module in side.modules:
         for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, base)
-                and value is not base
-                and value.__module__ == module.__name__
-            ):
+            if isinstance(value, type) and value.__module__ == module.__name__:
                 found.setdefault(value.__name__, value)
     return found
+
+
+def module_classes(side: LoadedSide, base: type) -> dict[str, type]:
+    """Classes defined on this side that subclass ``base``, by name."""
+    return {
+        name: cls for name, cls in defined_classes(side).items()
+        if issubclass(cls, base) and cls is not base
+    }

@@ -52,12 +52,32 @@ def render_text(report: VerifyReport, stream: TextIO, color: bool = False) -> No
             console.print(f"mypy: V3 {m.v3_errors} errors vs V2 {m.v2_errors} ({verdict})")
             for f in m.v3_files:
                 console.print(f"  {f.path}: {f.errors}")
+    if report.classes and not report.error:
+        console.print(coverage_line(report))
     if report.error:
         console.print(f"[red]could not run:[/] {report.error}")
     console.print(
         f"exit {report.exit_code}; {report.graphs_compiled} graphs compiled or loaded from the "
         f"cache; {report.seconds:.1f}s"
     )
+
+
+def coverage_line(report: VerifyReport) -> str:
+    """What the verdict rests on: how many classes were compared, and which roots were not."""
+    cov = report.coverage
+    if report.compile_requested:
+        text = f"compared {cov['numeric']} of {cov['classes']} classes numerically"
+        if cov["static_only"]:
+            text += f"; {cov['static_only']} only by keys and hyper-parameters (no inputs)"
+    else:
+        text = f"compared {cov['compared']} of {cov['classes']} classes by keys and hyper-parameters (not compiled)"
+    if cov["roots_not_compared"]:
+        text += f"; root model not compared: {', '.join(cov['roots_not_compared'])}"
+    if cov["not_compared"]:
+        text += f"; not compared: {', '.join(cov['not_compared'])}"
+    if report.exit_code == 3:
+        text += " -- NOT VERIFIED (exit 3)"
+    return text
 
 
 def render_json(report: VerifyReport, stream: TextIO) -> None:

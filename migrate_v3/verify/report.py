@@ -14,6 +14,9 @@ Status = Literal["pass", "fail", "error", "skipped"]
 EXIT_PASS = 0
 EXIT_MISMATCH = 1
 EXIT_COULD_NOT_RUN = 2
+#: It ran and nothing failed, but the verdict would rest on classes it did not compare:
+#: the package's root model, or most of its classes.
+EXIT_NOT_VERIFIED = 3
 
 
 @dataclass
@@ -117,6 +120,12 @@ class ClassResult:
     greedy: GreedyCheck | None = None
     seconds: float = 0.0
     todos: list[str] = field(default_factory=list)
+    #: what was compared: "numeric" (compiled and run), "static" (keys, hyper-parameters)
+    compared: Literal["", "static", "numeric"] = ""
+    #: the compared class whose graph runs this one's code (a skipped child)
+    covered_by: str = ""
+    #: False when ``--only`` (or the spec's ``only``) left it out
+    selected: bool = True
 
     @property
     def causes(self) -> list[str]:
@@ -178,6 +187,10 @@ class VerifyReport:
     error: str = ""
     graphs_compiled: int = 0
     seconds: float = 0.0
+    #: the package's root classes: those no other class of the V2 package builds or extends
+    roots: list[str] = field(default_factory=list)
+    #: a run that compiles counts only numeric comparisons as verified (``--no-compile``: static ones)
+    compile_requested: bool = False
 
     def by_name(self, name: str) -> ClassResult:
         for c in self.classes:
@@ -185,9 +198,48 @@ class VerifyReport:
                 return c
         raise KeyError(name)
 
+    def is_compared(self, c: ClassResult) -> bool:
+        """Compared itself, or its code ran inside a compared class's graph.
+
+        When the run compiles, a class checked by keys and hyper-parameters only
+        (no inputs could be made for it) is not verified: its numbers were not compared.
+        """
+        how = self.how_compared(c)
+        return how == "numeric" or (how == "static" and not self.compile_requested)
+
+    def how_compared(self, c: ClassResult) -> str:
+        """"numeric", "static" or "": its own comparison, else its enclosing class's."""
+        if c.status in ("pass", "fail"):
+            own = c.compared or ("numeric" if c.outputs else "static" if c.alignment is not None else "")
+            if own:
+                return own
+        if c.covered_by:
+            try:
+                return self.how_compared(self.by_name(c.covered_by))
+            except KeyError:
+                return ""
+        return ""
+
+    @property
+    def coverage(self) -> dict[str, Any]:
+        """How much of the package the verdict rests on."""
+        selected = [c for c in self.classes if c.selected]
+        compared = [c for c in selected if self.is_compared(c)]
+        return {
+            "classes": len(selected),
+            "compared": len(compared),
+            "numeric": sum(1 for c in compared if self.how_compared(c) == "numeric"),
+            "static_only": sum(1 for c in selected if self.how_compared(c) == "static"),
+            "not_compared": [c.name for c in selected if not self.is_compared(c)],
+            "roots": self.roots,
+            "roots_not_compared": [r for r in self.roots
+                                   if any(c.name == r and c.selected and not self.is_compared(c)
+                                          for c in self.classes)],
+        }
+
     @property
     def exit_code(self) -> int:
-        """0 all pass, 1 a mismatch, 2 could not run (nothing verified or errors)."""
+        """0 all pass, 1 a mismatch, 2 could not run, 3 not verified (root or most classes skipped)."""
         if self.error:
             return EXIT_COULD_NOT_RUN
         if any(c.status == "fail" for c in self.classes):
@@ -196,13 +248,17 @@ class VerifyReport:
             return EXIT_MISMATCH
         if any(c.status == "error" for c in self.classes):
             return EXIT_COULD_NOT_RUN
-        if not any(c.status == "pass" for c in self.classes):
+        cov = self.coverage
+        if cov["compared"] == 0:
             return EXIT_COULD_NOT_RUN
+        if cov["roots_not_compared"] or 2 * cov["compared"] < cov["classes"]:
+            return EXIT_NOT_VERIFIED
         return EXIT_PASS
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["exit_code"] = self.exit_code
+        data["coverage"] = self.coverage
         for c, raw in zip(self.classes, data["classes"], strict=True):
             raw["causes"] = c.causes
         return data

@@ -17,10 +17,10 @@ import numpy as np
 
 from migrate_v3.verify import sides
 from migrate_v3.verify.align import align_keys, mark_linear_biases
-from migrate_v3.verify.auto import auto_case, constructor_values
+from migrate_v3.verify.auto import TinyConfigs, auto_case, constructor_values
 from migrate_v3.verify.compare import compare_output
 from migrate_v3.verify.hparams import compare_hparams, v2_modules
-from migrate_v3.verify.loader import LoadedSide, load_side, module_classes
+from migrate_v3.verify.loader import LoadedSide, defined_classes, load_side, module_classes
 from migrate_v3.verify.progress import Progress, make_progress
 from migrate_v3.verify.report import ClassResult, GreedyCheck, Status, VerifyReport
 from migrate_v3.verify.spec import Case, Spec, find_pyproject_spec, load_spec
@@ -64,20 +64,21 @@ def _first_weight(module: Any) -> tuple[int, ...] | None:
 
 
 def _case_for(name: str, v2_cls: type, v3_cls: type, spec: Spec, opts: VerifyOptions,
-              target: sides.Target, dtype: str) -> tuple[Case | None, Any, str]:
+              target: sides.Target, dtype: str, configs: TinyConfigs | None = None
+              ) -> tuple[Case | None, Any, str]:
     """The spec's case, else an automatic one; with the built V2 module."""
     case = spec.cases.get(name)
     if case is None:
         if not opts.auto:
             return None, None, "no case in the spec (automatic mode off)"
-        values = constructor_values(v2_cls)
+        values = constructor_values(v2_cls, configs)
         if isinstance(values, str):
             return None, None, values
         try:
             probe = sides.build_v2(Case(inputs=[], v2_kwargs=values), v2_cls, target, dtype)
         except Exception as exc:  # noqa: BLE001 - reported as a skip reason
             return None, None, f"automatic V2 construction failed: {type(exc).__name__}: {exc}"
-        made = auto_case(v2_cls, v3_cls, _first_weight(probe))
+        made = auto_case(v2_cls, v3_cls, _first_weight(probe), configs)
         if isinstance(made, str):
             return None, None, made
         return made, probe, ""
@@ -85,6 +86,31 @@ def _case_for(name: str, v2_cls: type, v3_cls: type, spec: Spec, opts: VerifyOpt
         return case, sides.build_v2(case, v2_cls, target, dtype), ""
     except Exception as exc:  # noqa: BLE001
         return case, None, f"V2 construction failed: {type(exc).__name__}: {exc}"
+
+
+def package_roots(classes: dict[str, type]) -> list[str]:
+    """Classes no other class of the package constructs (by name, in its source) or extends.
+
+    The package's top models: a verdict that did not compare them verified the parts only.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    used: set[str] = set()
+    for name, cls in classes.items():
+        used.update(b.__name__ for b in cls.__mro__[1:] if b.__name__ in classes)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                callee = node.func.id if isinstance(node.func, ast.Name) else (
+                    node.func.attr if isinstance(node.func, ast.Attribute) else "")
+                if callee in classes and callee != name:
+                    used.add(callee)
+    return [name for name in classes if name not in used]
 
 
 def _covered_by(plans: list[_Plan]) -> dict[str, str]:
@@ -122,7 +148,7 @@ def run_verify(v2_path: str | Path, v3_path: str | Path, **options: Any) -> Veri
 
 def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) -> VerifyReport:
     start = time.perf_counter()
-    report = VerifyReport(str(v2_path), str(v3_path), opts.device)
+    report = VerifyReport(str(v2_path), str(v3_path), opts.device, compile_requested=opts.compile)
     for p in (v2_path, v3_path):
         if not p.exists():
             report.error = f"{p} does not exist"
@@ -131,26 +157,30 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
     if opts.mypy:
         from migrate_v3.verify.typecheck import start_both
 
-        cache = opts.mypy_cache or Path.home() / ".cache" / "migrate-v3" / "mypy"
-        mypy_job = start_both(v2_path, v3_path, cache)
+        mypy_dir = opts.mypy_cache or Path.home() / ".cache" / "migrate-v3" / "mypy"
+        mypy_job = start_both(v2_path, v3_path, mypy_dir)
     try:
         target = sides.make_target(opts.device)
         spec_path = opts.spec or find_pyproject_spec(v3_path, v2_path)
         spec = load_spec(spec_path) if spec_path else Spec()
-        side2, side3 = load_side(v2_path, "v2"), load_side(v3_path, "v3")
+        with progress.step("importing both sides", counted=False):
+            side2, side3 = load_side(v2_path, "v2"), load_side(v3_path, "v3")
         checkpoint = load_checkpoint(opts.weights) if opts.weights else None
     except Exception as exc:  # noqa: BLE001 - a run that cannot start exits 2
         report.error = f"{type(exc).__name__}: {exc}"
         _finish_mypy(report, mypy_job)
         return report
     dtype = opts.dtype or spec.dtype or "float32"
-    report.classes, plans = _plan(side2, side3, spec, opts, target, dtype)
+    with progress.step("pairing classes and building the V2 side", counted=False):
+        report.classes, plans = _plan(side2, side3, spec, opts, target, dtype)
+    report.roots = package_roots(module_classes(side2, sides.v2_base()))
     members = {p.name: {type(m).__name__ for _, m in v2_modules(p.v2_module)} for p in plans}
     progress.set_total(2 * len(plans) if opts.compile else 0)
     session = sides.new_session(target) if plans else None
+    cache: dict[Any, Any] = {}
     for plan in plans:
         try:
-            result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress)
+            result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress, cache)
         except Exception as exc:  # noqa: BLE001 - one class must not end the run
             report.classes.append(ClassResult(
                 plan.name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
@@ -161,7 +191,9 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
     report.classes.sort(key=lambda c: order.get(c.name, len(order)))
     if opts.apply_report is not None:
         _attach_todos(report, opts.apply_report, module_classes(side3, sides.v3_base()), members)
-    _finish_mypy(report, mypy_job)
+    if mypy_job is not None:
+        with progress.step("waiting for mypy (both sides)", counted=False):
+            _finish_mypy(report, mypy_job)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -207,17 +239,16 @@ def _plan(side2: LoadedSide, side3: LoadedSide, spec: Spec, opts: VerifyOptions,
     plans: list[_Plan] = []
     only = opts.only or spec.only
     v3_import_errors = "; ".join(f"{Path(f).name}: {e}" for f, e in side3.errors.items())
+    configs = TinyConfigs((side2.root.name,), {"dtype": sides.dtype_of(dtype), "device": target.ref,
+                                               "devices": [target.ref]})
     for name, v2_cls, v3_cls in _pairs(v2_classes, v3_classes, explicit):
         if only and name not in only:
-            results.append(ClassResult(name, "skipped", "not selected (--only)"))
+            results.append(ClassResult(name, "skipped", "not selected (--only)", selected=False))
             continue
         if v3_cls is None:
-            if v3_import_errors:
-                results.append(ClassResult(name, "fail", f"V3 side failed to import: {v3_import_errors}"))
-            else:
-                results.append(ClassResult(name, "skipped", "no V3 class of this name"))
+            results.append(_unpaired(name, explicit.get(name, name), side3, v3_import_errors))
             continue
-        case, module, reason = _case_for(name, v2_cls, v3_cls, spec, opts, target, dtype)
+        case, module, reason = _case_for(name, v2_cls, v3_cls, spec, opts, target, dtype, configs)
         if case is None or module is None:
             status: Status = "error" if case is not None else "skipped"
             results.append(ClassResult(name, status, reason))
@@ -233,13 +264,34 @@ def _plan(side2: LoadedSide, side3: LoadedSide, spec: Spec, opts: VerifyOptions,
                     plan.name, "skipped",
                     f"covered by the enclosing class {cover[plan.name]}'s graph "
                     "(use --all-classes or --only to compile it alone)",
+                    covered_by=cover[plan.name],
                 ))
         plans = [p for p in plans if cover[p.name] == p.name]
     inside = {type(m).__name__: p.name for p in plans for path, m in v2_modules(p.v2_module) if path}
     for result in results:
-        if result.status == "skipped" and result.name in inside and "enclosing" not in result.reason:
+        if result.status == "skipped" and result.name in inside and not result.covered_by:
             result.reason += f" (its code still runs inside {inside[result.name]}'s graph)"
+            result.covered_by = inside[result.name]
     return results, plans
+
+
+def _unpaired(name: str, v3_name: str, side3: LoadedSide, import_errors: str) -> ClassResult:
+    """Why a V2 class has no V3 counterpart: a class still on V2, an import error, or none at all."""
+    import inspect
+
+    found = defined_classes(side3).get(v3_name)
+    if found is not None:
+        v2 = [c for c in found.__mro__[1:] if issubclass(c, sides.v2_base())]
+        try:
+            where = f"{Path(inspect.getfile(found)).name}:{inspect.getsourcelines(found)[1]}"
+        except (OSError, TypeError):
+            where = found.__module__
+        still = (f"still a V2 module: it extends {v2[0].__module__}.{v2[0].__name__}" if v2
+                 else "not a max.experimental.nn.Module")
+        return ClassResult(name, "fail", f"the V3 side defines {v3_name} ({where}) but it is {still}")
+    if import_errors:
+        return ClassResult(name, "fail", f"V3 side failed to import: {import_errors}")
+    return ClassResult(name, "skipped", "no V3 class of this name")
 
 
 @dataclass
@@ -252,9 +304,34 @@ class _PairOutcome:
         return n
 
 
+def compile_key(side: str, cls: type, case: Case, types: list[Any], weights: Mapping[str, Any]) -> Any:
+    """What makes two compiled graphs the same: class, constructor inputs, input types, weights.
+
+    Within one run the weights are a function of their names and shapes (the
+    run's seed, or its one checkpoint), so those stand for the values.
+    """
+    def text(value: Any) -> str:
+        return repr(sorted(value.items())) if isinstance(value, Mapping) else repr(value)
+
+    builder = case.v2 if side == "v2" else case.v3
+    ctor = (builder, text(case.args), text(case.kwargs),
+            text(case.v2_args if side == "v2" else case.v3_args),
+            text(case.v2_kwargs if side == "v2" else case.v3_kwargs))
+    return (side, cls, ctor, tuple(repr(t) for t in types),
+            tuple(sorted((k, tuple(np.shape(v)), str(getattr(v, "dtype", ""))) for k, v in weights.items())))
+
+
+def _compiled(cache: dict[Any, Any], key: Any, make: Any) -> tuple[Any, bool]:
+    """One compiled graph per distinct class/config in a run: (runner, compiled now)."""
+    if key in cache:
+        return cache[key], False
+    cache[key] = make()
+    return cache[key], True
+
+
 def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
                  checkpoint: tuple[dict[str, Any], dict[str, Any]] | None, session: Any,
-                 progress: Progress) -> _PairOutcome:
+                 progress: Progress, cache: dict[Any, Any] | None = None) -> _PairOutcome:
     start = time.perf_counter()
     case = plan.case
     run_dtype = case.dtype or dtype
@@ -271,9 +348,8 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
             return out
     else:
         signature = sides.v2_signature(v2)
-        weights = random_state_dict(signature, opts.seed)
+        weights = None  # made only when compiling: static checks need no values
     key_map = case.key_map or (lambda k: k)
-    v3_weights = {key_map(k): v for k, v in weights.items()}
     v3_signature_ckpt = {key_map(k): s for k, s in signature.items()}
     try:
         v3 = sides.build_v3(case, plan.v3_cls, target, run_dtype)
@@ -283,24 +359,31 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
     result.alignment = align_keys(v3_signature_ckpt, sides.v3_signature(v3))
     mark_linear_biases(result.alignment, sides.v3_linear_paths(v3))
     result.hparams = compare_hparams(v2, v3, low_precision=run_dtype not in ("float32", "float64"))
+    result.compared = "static"
     failed = not result.alignment.ok or any(h.severity == "error" for h in result.hparams)
     if result.alignment.blocks_compile:
         result.status = "fail"
         result.reason = "weights do not fit the V3 parameters; not compiled"
         result.seconds = time.perf_counter() - start
         return out
-    if not opts.compile:
+    if not opts.compile or case.static_reason:
         result.status = "fail" if failed else "pass"
-        result.reason = "static checks only (not compiled)"
+        result.reason = ("static checks only (not compiled)" if not opts.compile
+                         else f"static checks only, not compiled: {case.static_reason}")
         result.seconds = time.perf_counter() - start
         return out
+    if weights is None:
+        weights = random_state_dict(signature, opts.seed)
+    v3_weights = {key_map(k): v for k, v in weights.items()}
     types = sides.input_types(case.inputs, target, run_dtype)
     inputs = sides.make_inputs(case.inputs, opts.seed, run_dtype)
     try:
         with progress.step(f"{plan.name}: compile V2"):
-            out.compiles += 1
             v2_weights = {k: weights[k] for k in sides.v2_signature(v2)}
-            run2 = sides.compile_v2(v2, v2_weights, types, target, session)
+            run2, fresh = _compiled(
+                cache if cache is not None else {}, compile_key("v2", plan.v2_cls, case, types, v2_weights),
+                lambda: sides.compile_v2(v2, v2_weights, types, target, session))
+            out.compiles += fresh
             ref = run2(inputs)
     except Exception as exc:  # noqa: BLE001 - cannot build the reference
         result.status = "error"
@@ -308,13 +391,16 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
         return out
     try:
         with progress.step(f"{plan.name}: compile V3"):
-            out.compiles += 1
-            run3 = sides.compile_v3(v3, v3_weights, types, target)
+            run3, fresh = _compiled(
+                cache if cache is not None else {}, compile_key("v3", plan.v3_cls, case, types, v3_weights),
+                lambda: sides.compile_v3(v3, v3_weights, types, target))
+            out.compiles += fresh
             got = run3(inputs)
     except Exception as exc:  # noqa: BLE001 - the port does not compile
         result.status = "fail"
         result.reason = f"V3 compile/run failed: {type(exc).__name__}: {_short(exc)}"
         return out
+    result.compared = "numeric"
     if len(ref) != len(got):
         failed = True
         result.reason = f"V2 returns {len(ref)} outputs, V3 returns {len(got)}"

@@ -66,11 +66,21 @@ def v3_base() -> type:
     return Module
 
 
+def _v2_shape(weight: Any) -> tuple[int, ...]:
+    """A V2 weight's shape; a shard's shape needs a graph, so a copy gets a throwaway one."""
+    try:
+        return tuple(int(d) for d in weight.shape.static_dims)
+    except ValueError:  # "no parent graph": a weight shard, shaped by its sharding strategy
+        import copy
+
+        from max.graph import Graph
+
+        with Graph("migrate_v3_weight_shapes", input_types=[]):
+            return tuple(int(d) for d in copy.copy(weight).shape.static_dims)
+
+
 def v2_signature(module: Any) -> Signature:
-    return {
-        name: (tuple(int(d) for d in w.shape.static_dims), _name(w.dtype))
-        for name, w in module.raw_state_dict().items()
-    }
+    return {name: (_v2_shape(w), _name(w.dtype)) for name, w in module.raw_state_dict().items()}
 
 
 def v3_signature(module: Any) -> Signature:
@@ -94,13 +104,15 @@ def build_v2(case: Case, cls: type, target: Target, dtype: str) -> Any:
 
 
 def build_v3(case: Case, cls: type, target: Target, dtype: str) -> Any:
-    """Construct lazily (random inits stay symbolic) and move to the device."""
+    """Construct and move to the device under ``F.lazy()`` (random inits stay symbolic)."""
     from max.experimental import functional as F
     from max.experimental.tensor import default_dtype
 
     with F.lazy(), default_dtype(dtype_of(dtype)):
         module = case.build("v3", cls, BuildContext(dtype_of(dtype), target.ref))
-    return module.to(target.device)
+        # moved while still lazy, as a pipeline's _instantiate_module does: an eager
+        # .to() realises every random init, compiling interpreter kernels on the way
+        return module.to(target.device)
 
 
 def input_types(inputs: Sequence[Input], target: Target, dtype: str) -> list[Any]:

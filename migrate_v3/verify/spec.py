@@ -90,6 +90,8 @@ class Case:
     key_map: Callable[[str], str] | None = None
     greedy: bool = False
     source: str = "spec"
+    #: why no inputs could be made: both sides are built and checked statically only
+    static_reason: str = ""
 
     def build(self, side: str, cls: type, ctx: BuildContext) -> Any:
         builder = self.v2 if side == "v2" else self.v3

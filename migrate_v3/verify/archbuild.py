@@ -1,0 +1,821 @@
+"""Build what an architecture's pipeline model builds, on CPU, without compiling.
+
+An architecture package registers a ``SupportedArchitecture`` whose pipeline
+model loads a checkpoint, builds the root module(s) from the architecture's
+config and compiles them. This module runs that load path itself, the way
+MAX's pipelines construct a pipeline model, on a tiny checkpoint (see
+:mod:`migrate_v3.verify.tiny`: a ``config.json`` shrunk from ``transformers``
+and no weights), and stops where compiling would begin:
+
+* every ``Module`` constructed on the way is recorded (with its constructor
+  arguments); the *roots* are the ones of the architecture tree that no other
+  recorded module contains;
+* nothing is compiled: the pipeline gets an ``InferenceSession`` stand-in
+  (:class:`RecordingSession`), so a V2 pipeline traces its graphs and hands
+  them to nobody, and ``Module.compile`` records its module, input types and
+  weights (what the V3 pipeline compiles with) and returns a stand-in;
+* layers and pipeline bases that open accelerator handles at construction
+  (``Allreduce``, built by ``VocabParallelEmbedding`` and tensor-parallel
+  layers; signal buffers) get CPU stand-ins while a side builds
+  (:func:`cpu_comm`): one CPU device never all-reduces.
+
+When a migrated (V3) pipeline cannot build its root itself, :func:`replay`
+constructs the V3 class of the same name with the arguments the V2 pipeline
+used, the V2 config replaced by the V3 side's own config. Everything returns
+data (:class:`Built`, :class:`Failure`); nothing here raises for a model that
+does not build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import json
+import re
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from migrate_v3.verify import tiny
+
+MAX_SEQ_LEN = 64
+
+
+@dataclass
+class Failure:
+    """Why a step stopped: the exception and where it was raised."""
+
+    step: str
+    error: str
+    where: str = ""
+    frames: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return f"{self.step}: {self.error}" + (f" [{self.where}]" if self.where else "")
+
+
+@dataclass
+class Capture:
+    """One module the load path constructed, with its constructor arguments."""
+
+    module: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass
+class Built:
+    """What one side's pipeline model built before it would compile."""
+
+    side: str
+    arch_name: str
+    pipeline_model: Any = None
+    model_config: Any = None
+    roots: list[Capture] = field(default_factory=list)
+    compiles: list[CompileCall] = field(default_factory=list)  # the V3 load path's compile calls
+    graphs: list[Any] = field(default_factory=list)  # the V2 graphs handed to the session
+    registries: list[Any] = field(default_factory=list)  # and the weights registries
+    reached: str = ""  # "compile" (V3), "session" (V2) or "" (stopped by an error)
+    failure: Failure | None = None
+    kv_params: Any = None
+    arch_config: Any = None
+
+
+def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
+    """A :class:`Failure` whose ``where`` is the innermost frame under ``prefer`` (else the innermost)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    resolved = [p.resolve() for p in prefer]
+    for frame in reversed(frames):
+        path = Path(frame.filename)
+        if any(path.is_relative_to(p) for p in resolved):
+            where = f"{frame.filename}:{frame.lineno}"
+            break
+    if not where and frames:
+        where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    text = str(exc).strip().splitlines()
+    message = f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+    return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]])
+
+
+def _subclasses(base: type) -> list[type]:
+    out: list[type] = []
+    stack = [base]
+    while stack:
+        cls = stack.pop()
+        out.append(cls)
+        stack.extend(cls.__subclasses__())
+    return out
+
+
+def _recording(init: Callable[..., None], out: list[Capture], seen: set[int]) -> Callable[..., None]:
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - stands in for __init__
+        if id(self) not in seen:  # the most derived __init__ sees the constructor's arguments
+            seen.add(id(self))
+            out.append(Capture(self, args, kwargs))
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+@contextlib.contextmanager
+def record_constructions(base: type, out: list[Capture]) -> Iterator[None]:
+    """Record every instance of a subclass of ``base`` constructed in the block.
+
+    Each class's own ``__init__`` is wrapped for the duration (and put back),
+    so the arguments are the ones the constructor got.
+    """
+    seen: set[int] = set()
+    patched: list[tuple[type, Any]] = []
+    for cls in dict.fromkeys(_subclasses(base)):
+        init = vars(cls).get("__init__")
+        if init is None or not inspect.isfunction(init):
+            continue
+        patched.append((cls, init))
+        type.__setattr__(cls, "__init__", _recording(init, out, seen))
+    try:
+        yield
+    finally:
+        for cls, init in patched:
+            type.__setattr__(cls, "__init__", init)
+
+
+@contextlib.contextmanager
+def cpu_comm() -> Iterator[None]:
+    """Scoped CPU stand-ins for the accelerator handles V2 layers open at construction.
+
+    ``Allreduce`` (built by ``VocabParallelEmbedding`` and tensor-parallel
+    layers) gets CPU devices instead of ``Accelerator(i)``; ``Signals`` and
+    ``MulticastPool`` allocate nothing, as in MAX's own compile-only (virtual
+    device) mode. One CPU device never all-reduces; on a machine without a GPU
+    the real calls fail or crash the interpreter.
+    """
+    from max.driver import CPU
+    from max.nn.comm import allreduce
+
+    def cpu(id: int = 0) -> Any:  # noqa: A002 - Accelerator's own keyword
+        return CPU()
+
+    def no_signals(devices: Any) -> list[Any]:
+        return []
+
+    def no_pool(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    saved = (allreduce.Accelerator, allreduce.Signals.allocate, allreduce.MulticastPool.allocate)
+    setattr(allreduce, "Accelerator", cpu)  # noqa: B010 - a scoped stand-in
+    setattr(allreduce.Signals, "allocate", staticmethod(no_signals))  # noqa: B010
+    setattr(allreduce.MulticastPool, "allocate", staticmethod(no_pool))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(allreduce, "Accelerator", saved[0])  # noqa: B010
+        setattr(allreduce.Signals, "allocate", staticmethod(saved[1]))  # noqa: B010
+        setattr(allreduce.MulticastPool, "allocate", staticmethod(saved[2]))  # noqa: B010
+
+
+@contextlib.contextmanager
+def lenient_loads(base: type) -> Iterator[None]:
+    """``base.load_state_dict`` ignores missing weights (strict=False): a first pass has none."""
+    saved: Any = getattr(base, "load_state_dict")  # noqa: B009 - any Module base
+    signature = inspect.signature(saved)
+
+    @functools.wraps(saved)
+    def load_state_dict(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments["strict"] = False
+        return saved(*bound.args, **bound.kwargs)
+
+    setattr(base, "load_state_dict", load_state_dict)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(base, "load_state_dict", saved)  # noqa: B010
+
+
+@dataclass
+class CompileCall:
+    """One ``Module.compile`` call of a V3 load path: the module, input types, weights."""
+
+    module: Any
+    input_types: tuple[Any, ...]
+    weights: Any
+    default_dtype: Any = None  # the default dtype in force where compile was called
+
+
+@contextlib.contextmanager
+def record_v3_compiles(out: list[CompileCall]) -> Iterator[None]:
+    """``Module.compile`` compiles nothing: it records the call and returns a stand-in."""
+    from max.experimental.nn import Module
+    from max.experimental.tensor import defaults
+
+    saved = Module.compile
+
+    def compile(self: Any, *input_types: Any, **kwargs: Any) -> Any:  # noqa: A001
+        out.append(CompileCall(self, input_types, kwargs.get("weights"), defaults()[0]))
+        return Anything()
+
+    setattr(Module, "compile", compile)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(Module, "compile", saved)  # noqa: B010
+
+
+class Anything:
+    """Stands in for whatever a stand-in session returns: every use gives another one."""
+
+    def __getattr__(self, name: str) -> Anything:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Anything()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Anything:
+        return Anything()
+
+    def __getitem__(self, key: Any) -> Anything:
+        return Anything()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+class RecordingSession:
+    """An ``InferenceSession`` stand-in: compiles nothing, records what it was asked.
+
+    ``calls`` holds (method, number of modules constructed by then), so a V2
+    load path "reached compile" when the session got a call after the root
+    was built (a log-probabilities graph, say, is loaded before it).
+    """
+
+    def __init__(self, constructed: list[Capture]) -> None:
+        self._constructed = constructed
+        self.calls: list[tuple[str, int]] = []
+        #: graphs handed to it after a module was built (compile, load), and weights registries
+        self.graphs: list[Any] = []
+        self.registries: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, len(self._constructed)))
+            if args and type(args[0]).__name__ == "Graph" and self._constructed:
+                self.graphs.append(args[0])
+            if isinstance(kwargs.get("weights_registry"), Mapping):
+                self.registries.append(kwargs["weights_registry"])
+            return Anything()
+
+        return call
+
+
+def arch_entries(module: ModuleType) -> list[Any]:
+    """The ``SupportedArchitecture`` objects an ``arch`` module defines, in order."""
+    from max.pipelines.lib import SupportedArchitecture
+
+    return [v for v in vars(module).values() if isinstance(v, SupportedArchitecture)]
+
+
+def encoding_for(entry: Any) -> str:
+    """float32 when the architecture supports it (CPU kernels), else bfloat16, else its default."""
+    supported = set(getattr(entry, "supported_encodings", ()) or ())
+    for encoding in ("float32", "bfloat16"):
+        if encoding in supported:
+            return encoding
+    return str(entry.default_encoding)
+
+
+@dataclass
+class Checkpoint:
+    """A tiny checkpoint directory and what it was made from."""
+
+    model_type: str
+    hf_config: Any
+    model_dir: Path
+    weights: Path
+
+    def with_weights(self, names: Signature, seed: int | None = None) -> tuple[Checkpoint, Any]:
+        """This checkpoint with tensors under ``names`` (and the loaded ``Weights``).
+
+        Zeros, or with ``seed`` small random values (what a numeric comparison needs).
+        """
+        path = self.model_dir / "model.safetensors"
+        loaded = write_weights(path, names, seed)
+        return dataclasses.replace(self, weights=path), loaded
+
+
+def tiny_checkpoint(arch_name: str, package: str, directory: Path) -> Checkpoint:
+    """The tiny ``config.json`` + empty weights for a Hugging Face architecture name."""
+    types = tiny.model_types(arch_name.removesuffix("_ModuleV3"), package)
+    if not types:
+        raise LookupError(f"no transformers config class for {arch_name!r} (nor {package!r})")
+    hf = tiny.tiny_hf_config(types[0], [arch_name.removesuffix("_ModuleV3")])
+    model_dir, weights = tiny.checkpoint_dir(hf, directory)
+    return Checkpoint(types[0], hf, model_dir, weights)
+
+
+def _memory_plan() -> Any:
+    from max.pipelines.lib.device_specs import DeviceSpec
+    from max.pipelines.lib.memory_estimation import MemoryPlan
+
+    return MemoryPlan(
+        planned_max_batch_size=1, footprint=0, planned_max_length=MAX_SEQ_LEN,
+        available_cache_memory=1 << 24, device_specs=(DeviceSpec.cpu(),),
+    )
+
+
+def _root_filter(prefixes: tuple[str, ...]) -> Callable[[type], bool]:
+    def keep(cls: type) -> bool:
+        return any(cls.__module__ == p or cls.__module__.startswith(p + ".") for p in prefixes)
+
+    return keep
+
+
+def _contained(module: Any, side: str) -> list[Any]:
+    if side == "v2":
+        return [m for _, m in module.named_modules() if m is not module]
+    return [m for _, m in module.descendants]
+
+
+def roots_of(captures: list[Capture], side: str, keep: Callable[[type], bool]) -> list[Capture]:
+    """The top modules of the architecture tree among those recorded.
+
+    A root is recorded, defined under the architecture tree, contained by no
+    other recorded module, and not of a class that occurs inside another root
+    (a V2 layer's per-device shards are built as modules of their own).
+    """
+    mine = [c for c in captures if keep(type(c.module))]
+    inside: set[int] = set()
+    classes_inside: dict[int, set[type]] = {}
+    for c in captures:
+        try:
+            children = _contained(c.module, side)
+        except Exception:  # noqa: BLE001 - a half-built module has no children to give
+            continue
+        inside.update(id(m) for m in children)
+        classes_inside[id(c.module)] = {type(m) for m in children}
+    tops: list[Capture] = []
+    for c in mine:
+        if id(c.module) not in inside and all(c.module is not t.module for t in tops):
+            tops.append(c)
+    return [c for c in tops
+            if not any(type(c.module) in classes_inside.get(id(t.module), ()) for t in tops if t is not c)]
+
+
+def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ...],
+          prefer: tuple[Path, ...] = (), adapt_weights: bool = True) -> Built:
+    """Construct ``entry``'s pipeline model on the tiny checkpoint; keep what it built.
+
+    ``prefixes`` are the module-name prefixes of the architecture tree (roots
+    are modules whose class is defined under one of them); ``prefer`` the
+    directories whose frames name a failure's place. ``adapt_weights=False``
+    is a first pass on an empty checkpoint: no weight adapter (adapters may
+    expect weights to be there) and ``load_state_dict`` calls that do not
+    insist on every weight (:func:`lenient_loads`).
+    """
+    from max.driver import CPU
+    from max.graph.weights import load_weights
+    from max.graph.weights.format import WeightsFormat
+    from max.nn.transformer import ReturnLogits
+
+    out = Built(side, entry.name)
+    try:
+        pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, encoding_for(entry),
+                                  MAX_SEQ_LEN)
+    except Exception as exc:  # noqa: BLE001 - reported as the failure
+        out.failure = failure("pipeline config", exc, prefer)
+        return out
+    cls = entry.pipeline_model
+    pm = cls.__new__(cls)
+    out.pipeline_model = pm
+    captures: list[Capture] = []
+    session = RecordingSession(captures)
+    adapters = dict(getattr(entry, "weight_adapters", None) or {})
+    kwargs = dict(
+        pipeline_config=pc, session=session, devices=[CPU()],
+        kv_cache_config=pc.model.kv_cache, weights=load_weights([checkpoint.weights]),
+        adapter=adapters.get(WeightsFormat.safetensors) if adapt_weights else None,
+        return_logits=ReturnLogits.LAST_TOKEN,
+        max_batch_size=1, memory_plan=_memory_plan(),
+    )
+    accepted = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    configs: list[Any] = []
+    made = getattr(pm, "_create_model_config", None)
+    if callable(made):
+        def create(*args: Any, **kw: Any) -> Any:
+            configs.append(made(*args, **kw))
+            return configs[-1]
+
+        pm._create_model_config = create  # the instance's own: the class is untouched
+    base = _module_base(side)
+    # the V2 reference never insists on every weight: a checkpoint name the ladder
+    # could not find must not stop it from building the rest
+    lenient = lenient_loads(base) if side == "v2" or not adapt_weights else contextlib.nullcontext()
+    try:
+        with _scope(side, out.compiles), record_constructions(base, captures), lenient:
+            cls.__init__(pm, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - where the load path stops is the finding
+        out.failure = failure("load path", exc, prefer)
+    if side == "v3":
+        if out.compiles:
+            out.reached = "compile"
+        elif out.failure is None:
+            out.failure = Failure("load path", "finished without calling Module.compile")
+    elif any(n > 0 for _, n in session.calls):
+        out.reached = "session"
+    out.graphs, out.registries = session.graphs, session.registries
+    out.kv_params = getattr(pm, "kv_params", None)
+    if out.compiles:
+        out.roots = [Capture(c.module, (), {}) for c in out.compiles]
+    else:
+        out.roots = roots_of(captures, side, _root_filter(prefixes))
+    vars(pm).pop("_create_model_config", None)
+    out.model_config = configs[0] if configs else _model_config(pm)
+    out.arch_config = vars(pm).get("arch_config")
+    return out
+
+
+@contextlib.contextmanager
+def _scope(side: str, compiles: list[CompileCall], dtype: Any = None) -> Iterator[None]:
+    """CPU stand-ins for accelerator handles; for V3 also ``F.lazy()``, recorded compiles, dtype."""
+    if side == "v2":
+        with cpu_comm():
+            yield
+        return
+    from max.experimental import functional as F
+    from max.experimental.tensor import default_dtype
+
+    with F.lazy(), record_v3_compiles(compiles), cpu_comm():
+        if dtype is None:
+            yield
+        else:
+            with default_dtype(dtype):
+                yield
+
+
+def _module_base(side: str) -> type:
+    if side == "v2":
+        from max.nn.layer import Module as V2Module
+
+        return V2Module
+    from max.experimental.nn import Module as V3Module
+
+    return V3Module
+
+
+def _model_config(pm: Any) -> Any:
+    """The model config a pipeline model whose load path never made one makes now, if it can."""
+    try:
+        return pm._create_model_config({})
+    except Exception:  # noqa: BLE001 - replay falls back to the V2 config
+        return None
+
+
+def v3_classes(modules: list[ModuleType]) -> dict[str, type]:
+    """V3 ``Module`` classes visible in ``modules`` by name (defined there first, then imported)."""
+    from max.experimental.nn import Module as V3Module
+
+    defined: dict[str, type] = {}
+    imported: dict[str, type] = {}
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, type) and issubclass(value, V3Module) and value is not V3Module:
+                target = defined if value.__module__ == module.__name__ else imported
+                target.setdefault(name, value)
+    return {**imported, **defined}
+
+
+def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any = None,
+           prefer: tuple[Path, ...] = ()) -> tuple[Any, Failure | None, str]:
+    """Construct ``v3_cls`` under ``F.lazy()`` with the V2 root's arguments.
+
+    An argument that is the V2 side's model (or arch) config is replaced by
+    the V3 side's. Returns (module or None, failure, which config it got).
+    """
+    from max.driver import CPU
+
+    swap = {id(a): b for a, b in ((built2.model_config, built3.model_config),
+                                  (built2.arch_config, built3.arch_config))
+            if a is not None and b is not None}
+
+    def _swap(value: Any) -> Any:
+        return swap.get(id(value), value)
+
+    args = tuple(_swap(a) for a in v2.args)
+    kwargs = {k: _swap(v) for k, v in v2.kwargs.items()}
+    swapped = any(a is not b for a, b in zip(args, v2.args, strict=True)) or any(
+        kwargs[k] is not v for k, v in v2.kwargs.items()
+    )
+    how = "the V3 pipeline's config" if swapped else "the V2 arguments as they are"
+    try:
+        with _scope("v3", [], dtype):
+            module = v3_cls(*args, **kwargs)
+            module.to(CPU())
+        return module, None, how
+    except Exception as exc:  # noqa: BLE001 - the finding
+        return None, failure(f"construct {v3_cls.__name__}", exc, prefer), how
+
+
+def trace(root: Any, types: tuple[Any, ...], dtype: Any = None) -> None:
+    """``Module.trace`` (the front half of ``compile``), under the default dtype compile had."""
+    if dtype is None:
+        root.trace(*types)
+        return
+    from max.experimental.tensor import default_dtype
+
+    with default_dtype(dtype):
+        root.trace(*types)
+
+
+def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Path, ...] = ()
+                      ) -> tuple[tuple[Any, ...] | None, str, Failure | None]:
+    """The input types the pipeline compiles ``root`` with, and where they came from.
+
+    In order: the V3 load path's own ``compile`` call; the root's
+    ``input_types(kv_params)``; the V3 pipeline base's
+    ``_get_compile_input_types(config)``.
+    """
+    for call in built3.compiles:
+        if call.module is root:
+            return call.input_types, "the V3 pipeline's compile call", None
+    kv = built3.kv_params if built3.kv_params is not None else built2.kv_params
+    tried: Failure | None = None
+    method = getattr(root, "input_types", None)
+    if callable(method):
+        try:
+            params = [p for p in inspect.signature(method).parameters.values()
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            types = method(kv) if params else method()
+            return tuple(_leaves(types)), f"{type(root).__name__}.input_types()", None
+        except Exception as exc:  # noqa: BLE001
+            tried = failure(f"{type(root).__name__}.input_types()", exc, prefer)
+    pm = built3.pipeline_model
+    getter = getattr(pm, "_get_compile_input_types", None)
+    if callable(getter):
+        try:
+            return tuple(getter(built3.model_config)), "the V3 pipeline's _get_compile_input_types", None
+        except Exception as exc:  # noqa: BLE001
+            tried = tried or failure("_get_compile_input_types", exc, prefer)
+    return None, "", tried or Failure("input types", "the root has no input_types() and the pipeline none")
+
+
+def _leaves(value: Any) -> list[Any]:
+    from max import tree
+
+    return list(tree.leaves(value))
+
+
+def dtype_of(config: Any) -> Any:
+    """The model dtype a config carries (``dtype`` field), if any."""
+    value = getattr(config, "dtype", None)
+    return value if value is not None and type(value).__name__ == "DType" else None
+
+
+
+#: Where Hugging Face checkpoints put a model's weights relative to MAX's names:
+#: tried to find the checkpoint name a weight adapter maps to a given name.
+CHECKPOINT_PREFIXES = ("", "model.", "model.language_model.", "language_model.model.",
+                       "language_model.", "model.text_model.")
+
+Signature = dict[str, tuple[tuple[int, ...], str]]
+
+#: max dtype name -> (safetensors dtype code, bytes per element).
+_SAFETENSORS = {
+    "float32": ("F32", 4), "float16": ("F16", 2), "bfloat16": ("BF16", 2), "float64": ("F64", 8),
+    "int64": ("I64", 8), "int32": ("I32", 4), "int16": ("I16", 2), "int8": ("I8", 1),
+    "uint64": ("U64", 8), "uint32": ("U32", 4), "uint16": ("U16", 2), "uint8": ("U8", 1),
+    "bool": ("BOOL", 1), "float8_e4m3fn": ("F8_E4M3", 1), "float8_e5m2": ("F8_E5M2", 1),
+}
+
+
+def _random_bytes(shape: tuple[int, ...], dtype: str, rng: Any) -> bytes:
+    """Seeded values ~ N(0, 0.05^2) in float dtypes (bfloat16: float32's upper half); zeros otherwise."""
+    import numpy as np
+
+    count = 1
+    for d in shape:
+        count *= d
+    values = (rng.standard_normal(count) * 0.05).astype(np.float32)
+    if dtype in ("float32", "float64", "float16"):
+        return values.astype(np.dtype(dtype)).tobytes()
+    if dtype == "bfloat16":
+        return (values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    return bytes(_SAFETENSORS.get(dtype, ("F32", 4))[1] * count)
+
+
+def write_weights(path: Path, names: Signature, seed: int | None = None) -> Any:
+    """A safetensors file of tensors under ``names``, loaded as MAX ``Weights``.
+
+    Zeros (sparse: nothing is written), or seeded random values. Written by
+    hand (the format is a JSON header and raw bytes) so that every dtype MAX
+    has, bfloat16 included, is stored as itself.
+    """
+    import numpy as np
+    from max.graph.weights import load_weights
+
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, (shape, dtype) in names.items():
+        code, size = _SAFETENSORS.get(dtype, ("F32", 4))
+        nbytes = size
+        for d in shape:
+            nbytes *= d
+        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    rng = np.random.default_rng(seed) if seed is not None else None
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        if rng is None:
+            f.truncate(8 + len(raw) + offset)  # the zero bytes of every tensor
+        else:
+            for shape, dtype in names.values():
+                f.write(_random_bytes(shape, dtype, rng))
+    return load_weights([path])
+
+
+def adapt(adapter: Any, items: dict[str, Any], pc: Any, hf: Any) -> dict[str, Any]:
+    """Call a weight adapter the way MAX's pipelines do (with the configs it accepts)."""
+    kwargs = {"huggingface_config": hf, "pipeline_config": pc}
+    try:
+        params = inspect.signature(adapter).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    if params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    return dict(adapter(items, **kwargs))
+
+
+def _signature(data: Mapping[str, Any]) -> Signature:
+    return {n: (tuple(int(d) for d in w.shape), str(w.dtype).replace("DType.", ""))
+            for n, w in data.items()}
+
+
+def adapter_prefixes(*adapters: Any) -> tuple[str, ...]:
+    """:data:`CHECKPOINT_PREFIXES` and the dotted prefixes the adapters' modules spell out.
+
+    An adapter that renames ``model.vision_model.`` names has that string in
+    its source; it is a checkpoint prefix worth trying.
+    """
+    import ast
+
+    found: list[str] = list(CHECKPOINT_PREFIXES)
+    for adapter in adapters:
+        module = inspect.getmodule(adapter) if adapter is not None else None
+        try:
+            tree = ast.parse(inspect.getsource(module)) if module is not None else None
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and re.fullmatch(r"[A-Za-z_][\w.]*\.", node.value)):
+                found.append(node.value)
+    return tuple(dict.fromkeys(found))
+
+
+def _candidates(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> list[str]:
+    """Checkpoint names that may be ``key``: it, or it without up to two leading segments,
+    under each prefix."""
+    parts = key.split(".")
+    tails = [".".join(parts[i:]) for i in range(min(3, len(parts)))]
+    return list(dict.fromkeys(p + t for t in tails for p in prefixes))
+
+
+def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The shape, then its other axis orders (an adapter may transpose a weight)."""
+    import itertools
+
+    if len(shape) > 5:
+        return [shape]
+    return list(dict.fromkeys([shape, *itertools.permutations(shape)]))
+
+
+class _Probe:
+    """Runs an adapter on single zero weights of scratch checkpoints (written as needed)."""
+
+    def __init__(self, directory: Path, prefixes: tuple[str, ...]) -> None:
+        self.directory = directory
+        self.prefixes = prefixes
+        self.items: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+    def ensure(self, wanted: list[tuple[str, tuple[int, ...], str]]) -> None:
+        new = [w for w in wanted if (w[0], w[1]) not in self.items]
+        if not new:
+            return
+        path = self.directory / f"probe{len(self.items)}.safetensors"
+        stored = {f"{i}/{name}": (shape, dtype) for i, (name, shape, dtype) in enumerate(new)}
+        loaded = dict(write_weights(path, stored).items())
+        for i, (name, shape, _) in enumerate(new):
+            self.items[(name, shape)] = loaded[f"{i}/{name}"]
+
+    def run(self, adapter: Any, name: str, shape: tuple[int, ...], pc: Any, hf: Any) -> Signature:
+        return _signature(adapt(adapter, {name: self.items[(name, shape)]}, pc, hf))
+
+
+def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc: Any, hf: Any,
+                     directory: Path) -> Signature:
+    """The checkpoint both packages read: a name and shape per weight of either side.
+
+    For each V2 weight, the checkpoint names (the V2 name and its tails under
+    :data:`CHECKPOINT_PREFIXES`, in any axis order) the V2 adapter maps to it;
+    when several do, the first the V3 adapter maps onto a V3 parameter wins,
+    else the first. V3 parameters that no V2 weight accounts for are added the
+    same way through the V3 adapter (so a head one side ties and the other
+    does not is in the checkpoint). A weight no candidate maps to is kept as is.
+    """
+    adapter2, adapter3 = adapters
+    probe = _Probe(directory, adapter_prefixes(adapter2, adapter3))
+    probe.ensure([(n, shape, dtype) for k, (shape, dtype) in {**v3, **v2}.items()
+                  for n in _candidates(k, probe.prefixes)])
+    out: Signature = {}
+    covered: set[str] = set()
+    for key, (shape, dtype) in v2.items():
+        found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf)
+        name, alt = _choose(found, probe, adapter3, v3, pc, hf) if found else (key, shape)
+        out[name] = (alt, dtype)
+        if adapter3 is not None:
+            try:
+                covered.update(probe.run(adapter3, name, alt, pc, hf))
+            except Exception:  # noqa: BLE001
+                pass
+        else:
+            covered.add(name)
+    for key, (shape, dtype) in v3.items():
+        if key in covered:
+            continue
+        found = _preimages(probe, adapter3, key, (shape, dtype), pc, hf)
+        name, alt = found[0] if found else (key, shape)
+        out.setdefault(name, (alt, dtype))
+    return out
+
+
+def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...], str], pc: Any,
+               hf: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """(checkpoint name, shape) pairs that ``adapter`` maps to exactly ``key`` with ``sig``'s shape.
+
+    A name the adapter maps to ``key`` in another shape (it transposes) is
+    tried again in the other axis orders of the shape.
+    """
+    if adapter is None:
+        return [(key, sig[0])]
+    found = []
+    for name in _candidates(key, probe.prefixes):
+        try:
+            got = probe.run(adapter, name, sig[0], pc, hf)
+        except Exception:  # noqa: BLE001 - this candidate is not a checkpoint name
+            continue
+        if list(got) != [key]:
+            continue
+        if got[key][0] == sig[0]:
+            found.append((name, sig[0]))
+            continue
+        others = _shapes(sig[0])[1:]
+        probe.ensure([(name, alt, sig[1]) for alt in others])
+        for alt in others:
+            try:
+                if probe.run(adapter, name, alt, pc, hf).get(key, ((),))[0] == sig[0]:
+                    found.append((name, alt))
+                    break
+            except Exception:  # noqa: BLE001
+                continue
+    return found
+
+
+def _choose(found: list[tuple[str, tuple[int, ...]]], probe: _Probe, adapter3: Any, v3: Signature,
+            pc: Any, hf: Any) -> tuple[str, tuple[int, ...]]:
+    if adapter3 is not None:
+        for name, alt in found:
+            try:
+                got = probe.run(adapter3, name, alt, pc, hf)
+            except Exception:  # noqa: BLE001
+                continue
+            if got and all(n in v3 and v3[n][0] == s for n, (s, _) in got.items()):
+                return name, alt
+    return found[0]
+
+
+def weights_signature(weights: Mapping[str, Any]) -> Signature:
+    """Names, shapes and dtypes of a state dict (``WeightData``, buffers or arrays)."""
+    out: Signature = {}
+    for name, value in weights.items():
+        dtype = getattr(value, "dtype", None)
+        out[name] = (tuple(int(d) for d in value.shape), str(dtype).replace("DType.", ""))
+    return out
+
+
+def adapted_signature(adapter: Any, weights: Any, pc: Any, hf: Any) -> Signature:
+    """What ``adapter`` makes of a checkpoint (names, shapes, dtypes); the checkpoint without one."""
+    items = dict(weights.items())
+    if adapter is None:
+        return _signature({k: v.data() for k, v in items.items()})
+    return _signature(adapt(adapter, items, pc, hf))

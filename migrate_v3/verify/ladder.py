@@ -1,0 +1,507 @@
+"""The model ladder for one migrated architecture package: how far it gets.
+
+Rungs, tried per package in child interpreters by ``bench/ladder.py`` (L0 is
+the driver's own: ``apply`` ran and every output parses):
+
+* L1 every migrated module imports;
+* L2 the root module(s) the pipeline model builds construct, V2 from the tiny
+  config (:mod:`migrate_v3.verify.tiny`) and V3 under ``F.lazy()`` from the
+  same checkpoint (:mod:`migrate_v3.verify.archbuild`);
+* L3 V3 parameter names, shapes and dtypes equal the V2 root's weights as the
+  V3 package feeds them to ``compile`` (through its weight adapter);
+* L4 ``Module.trace`` stages the V3 graph with the input types the pipeline
+  compiles with;
+* L6 the V3 pipeline model's own load path gets as far as ``compile``.
+
+L5 (``l5=True``, ``bench/ladder.py --l5``) compiles both sides and compares
+outputs. Every rung is tried even when an earlier one failed, so the JSON
+says what else works; the *rung* of an architecture is the highest one
+reached with every rung below it passed. A package without ``arch.py`` has
+no pipeline model: its root classes are built the way ``verify`` builds them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from migrate_v3.verify import archbuild
+from migrate_v3.verify.align import align_keys
+
+
+@dataclass
+class Step:
+    """One rung's outcome for one root (or the package)."""
+
+    rung: str
+    ok: bool
+    detail: str = ""
+    where: str = ""
+    side: str = "v3"  # which side failed: v2 (the reference), v3 (the migration), setup
+
+
+@dataclass
+class ArchResult:
+    """Everything the ladder learned about one package."""
+
+    arch: str
+    v3_package: str
+    entries: list[str] = field(default_factory=list)
+    probed: str = ""
+    model_type: str = ""
+    roots: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    seconds: float = 0.0
+    input_types_from: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def module_names(pkg: Path, parent: str) -> list[str]:
+    """Dotted names of every module of ``pkg`` under the top-level package ``parent``."""
+    names = []
+    for py in sorted(pkg.rglob("*.py")):
+        if "__pycache__" in py.parts:
+            continue
+        parts = list(py.relative_to(pkg.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join([parent, *parts]))
+    return names
+
+
+def _import_all(names: list[str], prefer: tuple[Path, ...]) -> list[Step]:
+    steps: dict[tuple[str, str], Step] = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit included: a module must not end the probe
+            f = archbuild.failure(f"import {name}", exc, prefer)
+            key = (f.error, f.where)
+            if key in steps:  # one cause, many importers: said once
+                steps[key].detail += f"; also {name}"
+            else:
+                steps[key] = Step("L1", False, f.line(), f.where)
+    return list(steps.values())
+
+
+def probe(root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
+          work: Path | None = None, migrated: tuple[str, ...] = (), l5: bool = False) -> ArchResult:
+    """Climb the ladder for ``parent.v3_name``, the migrated ``arch`` (V2 at ``v2_prefix.arch``).
+
+    ``migrated`` names the other migrated packages of the tree: a failure is
+    placed at the innermost frame of this package or of those (a migrated
+    sibling's code), else at the innermost frame. ``l5`` also compiles each
+    root that traced, on both sides, and compares outputs (minutes).
+    """
+    start = time.perf_counter()
+    result = ArchResult(arch, v3_name)
+    pkg_dir = root / parent / v3_name
+    prefer = (pkg_dir, *(root / parent / m for m in migrated if m != v3_name))
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    names = module_names(pkg_dir, parent)
+    failures = _import_all(names, prefer)
+    result.steps += failures or [Step("L1", True, f"{len(names)} modules")]
+    try:
+        _climb(result, root, parent, arch, v3_name, v2_prefix, prefer, work, l5)
+    except Exception as exc:  # noqa: BLE001 - an instrument error is reported, not raised
+        f = archbuild.failure("ladder", exc, prefer)
+        result.steps.append(Step("L2", False, f"ladder error: {f.line()}", f.where, "setup"))
+    result.seconds = round(time.perf_counter() - start, 1)
+    return result
+
+
+def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
+           prefer: tuple[Path, ...], work: Path | None, l5: bool = False) -> None:
+    if not (root / parent / arch / "arch.py").is_file():
+        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer)
+        return
+    arch2 = importlib.import_module(f"{v2_prefix}.{arch}.arch")
+    entries2 = archbuild.arch_entries(arch2)
+    result.entries = [e.name for e in entries2]
+    try:
+        arch3 = importlib.import_module(f"{parent}.{v3_name}.arch")
+    except Exception as exc:  # noqa: BLE001 - already an L1 failure; L2 cannot start
+        f = archbuild.failure("import arch", exc, prefer)
+        result.steps.append(Step("L2", False, f"the migrated arch.py does not import: {f.error}", f.where))
+        return
+    entries3 = {e.name: e for e in archbuild.arch_entries(arch3)}
+    if not entries2:
+        result.steps.append(Step("L2", False, "arch.py registers no SupportedArchitecture", side="setup"))
+        return
+    entry2 = entries2[0]
+    entry3 = entries3.get(f"{entry2.name}_ModuleV3") or entries3.get(entry2.name)
+    result.probed = entry2.name
+    if entry3 is None:
+        result.steps.append(Step("L2", False, f"the migrated arch.py registers no {entry2.name}_ModuleV3"))
+        return
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        try:
+            ckpt = archbuild.tiny_checkpoint(entry2.name, arch, Path(tmp) / "ckpt")
+        except Exception as exc:  # noqa: BLE001
+            f = archbuild.failure("tiny config", exc)
+            result.steps.append(Step("L2", False, f"no tiny config: {f.error}", side="setup"))
+            return
+        result.model_type = ckpt.model_type
+        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}")
+        # first pass, no weights: which modules, which parameters
+        first2, first3 = pair.build(ckpt, adapt_weights=False)
+        roots = pair.roots(first2, first3)
+        if isinstance(roots, Step):  # the first pass already says why
+            result.steps += [roots, _l6(first3)]
+            return
+        # second pass: a checkpoint with every weight either side has, as both adapters read it
+        full, loaded = ckpt.with_weights(pair.checkpoint(ckpt, roots), seed=0 if l5 else None)
+        built2, built3 = pair.build(full)
+        _rungs(result, pair, built2, built3, loaded, full, l5)
+
+
+def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
+                 prefer: tuple[Path, ...]) -> None:
+    """A package without ``arch.py``: its root classes, built as ``verify`` builds them.
+
+    The roots are the V2 classes no other class of the package builds or
+    extends; each is built from constructor arguments ``verify`` makes on its
+    own (the package's config class filled from the tiny ``transformers``
+    config of the package's model type), its V3 class of the same name from
+    the same values, and traced with the inputs ``verify`` would feed.
+    """
+    from migrate_v3.verify import auto, sides
+    from migrate_v3.verify.runner import package_roots
+    from migrate_v3.verify.spec import BuildContext
+
+    v2_modules = [importlib.import_module(n.replace(parent, v2_prefix, 1))
+                  for n in module_names(root / parent / arch, parent)]
+    v2_classes = {n: c for m in v2_modules for n, c in vars(m).items()
+                  if isinstance(c, type) and issubclass(c, sides.v2_base()) and c.__module__ == m.__name__}
+    v3_classes = archbuild.v3_classes([sys.modules[n] for n in module_names(root / parent / v3_name, parent)
+                                       if n in sys.modules])
+    roots = package_roots(v2_classes)
+    if not roots:
+        result.steps.append(Step("L2", False, "no arch.py and no V2 module classes", side="setup"))
+        return
+    target = sides.make_target("cpu")
+    ctx = BuildContext(sides.dtype_of("float32"), target.ref)
+    configs = auto.TinyConfigs((arch,), {"dtype": ctx.dtype, "device": ctx.device, "devices": [ctx.device]})
+    result.probed = "package roots (no arch.py)"
+    for name in roots:
+        result.roots.append(name)
+        made = auto.auto_case(v2_classes[name], v3_classes[name], None, configs) if name in v3_classes else (
+            f"no V3 class {name} in the migrated package")
+        if isinstance(made, str):
+            side = "v3" if name not in v3_classes else "setup"
+            result.steps.append(Step("L2", False, f"{name}: {made}", side=side))
+            continue
+        try:
+            v2 = sides.build_v2(made, v2_classes[name], target, "float32")
+        except Exception as exc:  # noqa: BLE001
+            f = archbuild.failure(f"construct V2 {name}", exc)
+            result.steps.append(Step("L2", False, f"V2 reference: {f.line()}", f.where, "v2"))
+            continue
+        try:
+            v3 = sides.build_v3(made, v3_classes[name], target, "float32")
+        except Exception as exc:  # noqa: BLE001
+            f = archbuild.failure(f"construct {name}", exc, prefer)
+            result.steps.append(Step("L2", False, f"{name}: {f.line()}", f.where))
+            continue
+        result.steps.append(Step("L2", True, f"{name}: built from verify's automatic case"))
+        alignment = align_keys(sides.v2_signature(v2), sides.v3_signature(v3))
+        result.steps.append(Step("L3", alignment.ok, f"{name}: " + (
+            f"{alignment.v3_parameters} parameters equal" if alignment.ok else
+            f"{len(alignment.issues)} weight issues (e.g. {alignment.issues[0].kind} {alignment.issues[0].key})")))
+        try:
+            v3.trace(*sides.input_types(made.inputs, target, "float32"))
+            result.steps.append(Step("L4", True, f"{name}: traced with verify's automatic inputs"))
+        except Exception as exc:  # noqa: BLE001
+            f = archbuild.failure(f"trace {name}", exc, prefer)
+            result.steps.append(Step("L4", False, f"{name}: {f.line()} (verify's automatic inputs)", f.where))
+    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+
+
+@dataclass
+class _Pair:
+    """One V2 architecture entry and its migrated entry, built on the same checkpoints."""
+
+    entry2: Any
+    entry3: Any
+    prefixes: tuple[str, ...]
+    prefer: tuple[Path, ...]
+    directory: Path
+    package3: str  # the migrated package, dotted: its modules say which V3 class a name means
+
+    def classes3(self, pipeline_model: Any = None) -> dict[str, type]:
+        """V3 classes visible in the migrated package's modules (defined there, or imported),
+        then in the modules of the V3 pipeline model's bases (a migrated sibling it extends)."""
+        own = [m for n, m in list(sys.modules.items()) if m is not None and (
+            n == self.package3 or n.startswith(self.package3 + "."))]
+        bases = [sys.modules[c.__module__] for c in type(pipeline_model).__mro__
+                 if c.__module__ in sys.modules and c.__module__.startswith(self.prefixes[-1] + ".")]
+        return {**archbuild.v3_classes(bases), **archbuild.v3_classes(own)}
+
+    def build(self, ckpt: archbuild.Checkpoint, adapt_weights: bool = True
+              ) -> tuple[archbuild.Built, archbuild.Built]:
+        """Both sides' pipelines on ``ckpt``."""
+        return (archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=adapt_weights),
+                archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer,
+                                adapt_weights=adapt_weights))
+
+    def adapter(self, side: str) -> Any:
+        from max.graph.weights.format import WeightsFormat
+
+        entry = self.entry2 if side == "v2" else self.entry3
+        return dict(getattr(entry, "weight_adapters", None) or {}).get(WeightsFormat.safetensors)
+
+    def pipeline_config(self, ckpt: archbuild.Checkpoint) -> Any:
+        from migrate_v3.verify import tiny
+
+        return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, archbuild.encoding_for(self.entry2),
+                                    archbuild.MAX_SEQ_LEN)
+
+    def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
+        """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""
+        if not built2.roots:
+            why = built2.failure.line() if built2.failure else "the V2 pipeline built no module"
+            return Step("L2", False, f"V2 reference: {why}", built2.failure.where if built2.failure else "",
+                        "v2")
+        by_name3 = {type(c.module).__name__: c for c in built3.roots}
+        names2 = {type(c.module).__name__ for c in built2.roots}
+        spare3 = [c for c in built3.roots if type(c.module).__name__ not in names2]
+        classes3 = self.classes3(built3.pipeline_model)
+        out = []
+        for cap2 in built2.roots:
+            name = type(cap2.module).__name__
+            cap3 = by_name3.get(name)
+            if cap3 is not None:
+                out.append(_Root(name, cap2, cap3.module, "the V3 pipeline's load path"))
+                continue
+            if spare3 and name not in classes3:
+                # the V3 pipeline built a root of another name in this place (V3 renamed it)
+                cap3 = spare3.pop(0)
+                out.append(_Root(name, cap2, cap3.module,
+                                 f"the V3 pipeline's load path (as {type(cap3.module).__name__})"))
+                continue
+            cls3 = classes3.get(name)
+            if cls3 is None:
+                why = built3.failure.line() if built3.failure else "it built other modules"
+                out.append(_Root(name, cap2, None, "", Step(
+                    "L2", False, f"{name}: no V3 class of this name in the migrated package, and the V3 "
+                    f"load path did not build it ({why})", built3.failure.where if built3.failure else "")))
+                continue
+            dtype = archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
+            module3, fail, how = archbuild.replay(cap2, cls3, built2, built3, dtype, self.prefer)
+            if fail is not None:
+                out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where)))
+                continue
+            out.append(_Root(name, cap2, module3, f"replaying the V2 constructor call with {how}"))
+        return out
+
+    def checkpoint(self, ckpt: archbuild.Checkpoint, roots: list[_Root]) -> archbuild.Signature:
+        """Checkpoint name -> signature for every weight of every root, on either side."""
+        from migrate_v3.verify import sides
+
+        v2: archbuild.Signature = {}
+        v3: archbuild.Signature = {}
+        for r in roots:
+            v2.update(sides.v2_signature(r.v2.module))
+            if r.v3 is not None:
+                v3.update(sides.v3_signature(r.v3))
+        return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
+                                          self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
+
+
+@dataclass
+class _Root:
+    name: str
+    v2: archbuild.Capture
+    v3: Any
+    how: str
+    failed: Step | None = None
+
+
+def _l6(built3: archbuild.Built) -> Step:
+    if built3.reached == "compile":
+        return Step("L6", True, "the V3 load path reached compile")
+    f = built3.failure
+    return Step("L6", False, f.line() if f else "did not reach compile", f.where if f else "")
+
+
+def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: archbuild.Built,
+           loaded: Any, ckpt: archbuild.Checkpoint, l5: bool = False) -> None:
+    roots = pair.roots(built2, built3)
+    if isinstance(roots, Step):
+        result.steps += [roots, _l6(built3)]
+        return
+    for r in roots:
+        result.roots.append(r.name)
+        if r.failed is not None:
+            result.steps.append(r.failed)
+            continue
+        result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
+        _l3(result, pair, r, loaded, ckpt, built3, len(roots))
+        traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer)
+        if l5 and traced:
+            _l5(result, r, built2, built3, ckpt, pair.prefer)
+    result.steps.append(_l6(built3))
+
+
+def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbuild.Checkpoint,
+        built3: archbuild.Built, n_roots: int) -> None:
+    """The V3 parameters against the checkpoint as the V3 package passes it to ``compile``.
+
+    That is the state dict its load path gave ``Module.compile`` when it got
+    there, else the checkpoint through the package's weight adapter.
+
+    The checkpoint holds the V2 roots' weights under the names the V2 adapter
+    reads (plus what only the V3 side has).
+    """
+    from migrate_v3.verify import sides
+
+    name = root.name
+    try:
+        pc = pair.pipeline_config(ckpt)
+        own2 = sides.v2_signature(root.v2.module)
+        seen2 = archbuild.adapted_signature(pair.adapter("v2"), loaded, pc, ckpt.hf_config)
+        sig3 = sides.v3_signature(root.v3)
+        seen3 = archbuild.adapted_signature(pair.adapter("v3"), loaded, pc, ckpt.hf_config)
+        for call in built3.compiles:  # what the pipeline compiles with, when it names this root's weights
+            compiled = archbuild.weights_signature(call.weights) if call.weights is not None else {}
+            if call.module is root.v3 and 2 * len(set(compiled) & set(sig3)) >= len(sig3):
+                seen3 = compiled
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure("weights", exc)
+        result.steps.append(Step("L3", False, f"{name}: {f.line()}", f.where))
+        return
+    missing2 = sorted(set(own2) - set(seen2))
+    if missing2:  # the checkpoint does not even give V2 its own weights: the probe failed
+        result.steps.append(Step("L3", False, f"{name}: no checkpoint name found for {len(missing2)} V2 "
+                                 f"weights (e.g. {missing2[0]}); the V2 adapter needs the whole checkpoint",
+                                 side="setup"))
+        return
+    # several roots (vision + language) share the checkpoint: a root is only checked
+    # for its own parameters (missing, shape, dtype), not for the others' weights
+    sig2 = seen3 if n_roots == 1 else {k: v for k, v in seen3.items() if k in sig3}
+    alignment = align_keys(sig2, sig3)
+    via = " after the weight adapters" if set(seen3) != set(own2) else ""
+    if alignment.ok:
+        result.steps.append(Step("L3", True, f"{name}: {len(sig3)} parameters equal{via}"))
+        return
+    kinds: dict[str, int] = {}
+    for issue in alignment.issues:
+        kinds[issue.kind] = kinds.get(issue.kind, 0) + 1
+    first = alignment.issues[0]
+    hint = f"; {alignment.suggestions[0].describe()}" if alignment.suggestions else ""
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    result.steps.append(Step("L3", False, f"{name}: V2 {len(own2)} weights{via} vs V3 {len(sig3)} "
+                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}"))
+
+
+def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
+        prefer: tuple[Path, ...]) -> bool:
+    types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer)
+    result.input_types_from = source
+    if types is None:
+        detail = fail.line() if fail else "no input types"
+        result.steps.append(Step("L4", False, f"{name}: {detail}", fail.where if fail else ""))
+        return False
+    dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
+    try:
+        archbuild.trace(module3, types, dtype)
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"trace {name}", exc, prefer)
+        result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
+        return False
+    result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}"))
+    return True
+
+
+def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
+    """Seeded inputs for a graph's input types: token ids below the vocabulary, else uniform in [0, 1)
+    (a mask or a scale stays positive).
+
+    A symbolic dim gets 2 when its name says batch, else 6; the same name the same size.
+    """
+    import numpy as np
+
+    from migrate_v3.verify.tensors import NUMPY_DTYPES
+
+    rng = np.random.default_rng(seed)
+    sizes: dict[str, int] = {}
+    out: list[Any] = []
+    for t in types:
+        shape = []
+        for d in t.shape:
+            text = str(d)
+            if text.isdigit():
+                shape.append(int(text))
+            else:
+                shape.append(sizes.setdefault(text, 2 if "batch" in text.lower() else 6))
+        dtype = str(t.dtype).replace("DType.", "")
+        if dtype.startswith(("int", "uint")):
+            out.append(rng.integers(1, max(2, vocab - 1), size=shape).astype(NUMPY_DTYPES[dtype]))
+        else:
+            out.append(rng.random(shape).astype(NUMPY_DTYPES.get(dtype, np.float32)))
+    return out
+
+
+def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbuild.Built,
+        ckpt: archbuild.Checkpoint, prefer: tuple[Path, ...]) -> None:
+    """Compile both sides with the checkpoint's seeded weights, run the same inputs, compare.
+
+    V2: the graph its pipeline handed to the session, with its weights
+    registry; V3: ``Module.compile`` with the types and weights its pipeline
+    compiled with. Inputs follow the V2 graph's input types, in order.
+    """
+    from max.driver import CPU
+    from max.engine import InferenceSession
+
+    from migrate_v3.verify import sides
+    from migrate_v3.verify.compare import compare_output
+    from migrate_v3.verify.tensors import to_numpy
+
+    name = root.name
+    call = next((c for c in built3.compiles if c.module is root.v3 and c.weights is not None), None)
+    own = set(root.v2.module.raw_state_dict())
+    registry = next((r for r in built2.registries if own <= set(r)), None)
+    if call is None or registry is None or not built2.graphs:
+        result.steps.append(Step("L5", False, f"{name}: needs the V3 pipeline's compile call and the V2 "
+                                 "pipeline's graph and weights (one of them never got there)", side="setup"))
+        return
+    graph = built2.graphs[0]
+    vocab = int(getattr(ckpt.hf_config, "vocab_size", 0) or getattr(
+        getattr(ckpt.hf_config, "text_config", None), "vocab_size", 0) or 32)
+    types2 = [value.type for value in graph.inputs]
+    inputs = _feed(types2, vocab, seed=1)
+    target = sides.make_target("cpu")
+    start = time.perf_counter()
+    try:
+        model2 = InferenceSession(devices=[CPU()]).load(graph, weights_registry=registry)
+        expected = [to_numpy(o) for o in model2.execute(*sides.to_buffers(inputs, target))]
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"V2 compile/run {name}", exc)
+        result.steps.append(Step("L5", False, f"V2 reference: {f.line()}", f.where, "v2"))
+        return
+    try:
+        compiled = root.v3.compile(*call.input_types, weights=call.weights)
+        got = [to_numpy(o) for o in sides.flatten_outputs(compiled(*sides.to_buffers(inputs, target)))]
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"V3 compile/run {name}", exc, prefer)
+        result.steps.append(Step("L5", False, f"{name}: {f.line()}", f.where))
+        return
+    checks = [compare_output(i, a, b, adt, bdt, None)
+              for i, ((a, adt), (b, bdt)) in enumerate(zip(expected, got, strict=False))]
+    took = time.perf_counter() - start
+    import numpy as np
+
+    worst = max((c.max_abs for c in checks), default=0.0)
+    size = max((float(np.abs(a.astype(np.float64)).max()) for a, _ in expected if a.size), default=0.0)
+    ok = len(expected) == len(got) and all(c.passed for c in checks) and size > 0.0
+    result.steps.append(Step("L5", ok, f"{name}: {len(expected)} V2 / {len(got)} V3 outputs, max |diff| "
+                             f"{worst:.3g} on outputs up to {size:.3g} "
+                             f"({'within' if ok else 'outside'} the dtype tolerance); compile and run {took:.0f}s"))
