@@ -7,11 +7,13 @@ Layout (what a user has): the installed ``max/pipelines/architectures`` is
 copied to ``WORK/archs`` (official ``*_modulev3`` ports included, package
 ``__init__`` emptied so importing registers nothing). Every V2 architecture
 package (a package where ``migrate-v3 check`` finds V2 or mixed files) is
-migrated in ONE ``migrate-v3 apply ... --out WORK/staging`` run, as a user
-migrating the folder would; each output is then put beside its source as
-``X_modulev3``, or as ``X_migrated`` when max ships an official ``X_modulev3``
-(which stays, so a migrated package that imports ``..llama3_modulev3`` gets
-the official port, as it would for the user).
+migrated as a user migrating the folder would: the packages without an
+official port in ONE in-place ``migrate-v3 apply`` run (outputs ``X_modulev3``
+beside their sources), then each package with an official ``X_modulev3`` on its
+own into a staging folder, moved beside its source as ``X_migrated``. max's
+ports stay, so a migrated package that imports ``..llama3_modulev3`` gets the
+official port, as it would for the user, and ``apply`` checks those imports
+against what the port defines.
 
 Rungs (see ``migrate_v3/verify/ladder.py``): L0 ``apply`` ran and every
 output parses (here); L1 imports, L2 constructs, L3 weights, L4 traces, L6 the
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import concurrent.futures
 import json
 import os
 import shutil
@@ -90,30 +93,55 @@ def v2_packages(tree: Path) -> list[str]:
     return sorted(found)
 
 
-def apply_all(tree: Path, work: Path, packages: list[str]) -> tuple[dict[str, Any], float]:
-    """One ``apply`` run over every package; its JSON report and wall time."""
-    staging = work / "staging"
-    report = work / "apply.json"
-    start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "migrate_v3", "apply", *(str(tree / p) for p in packages),
-                          "--out", str(staging), "-j", "2", "--report", str(report)],
+def _apply(args: list[str], report: Path) -> dict[str, Any]:
+    run = subprocess.run([sys.executable, "-m", "migrate_v3", "apply", *args, "--report", str(report)],
                          capture_output=True, text=True, check=False)
-    took = time.perf_counter() - start
     if not report.is_file():
         raise SystemExit(f"apply wrote no report (exit {run.returncode}): {run.stderr[-2000:]}")
-    return json.loads(report.read_text()), took
+    data: dict[str, Any] = json.loads(report.read_text())
+    return data
 
 
-def place(tree: Path, work: Path, packages: list[str]) -> dict[str, str]:
-    """Move each output beside its source; ``X_migrated`` where an official port exists."""
+def official_ports(tree: Path, packages: list[str]) -> list[str]:
+    """The packages max ships an official ``_modulev3`` port of (run before apply writes any)."""
+    return [p for p in packages if (tree / f"{p}_modulev3").is_dir()]
+
+
+def apply_all(tree: Path, work: Path, packages: list[str]) -> tuple[dict[str, Any], float]:
+    """apply as a user with max's official ports beside their V2 packages would; the
+    merged JSON reports and the wall time.
+
+    The packages without an official port are migrated in ONE in-place run (their
+    imports of a ported sibling are checked against the official port, which stays).
+    Each package with an official port is then migrated on its own into
+    ``WORK/staging/PKG``: in place it would be refused (its ``_modulev3`` exists),
+    and migrated together they would import each other's outputs under the official
+    ports' names.
+    """
+    ported = official_ports(tree, packages)
+    start = time.perf_counter()
+    report = _apply([*(str(tree / p) for p in packages if p not in ported), "-j", "2"], work / "apply.json")
+    reports = [report]
+    jobs = [(p, work / "staging" / p, work / f"apply-{p}.json") for p in ported]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        reports += pool.map(lambda j: _apply([str(tree / j[0]), "--out", str(j[1]), "-j", "1"], j[2]), jobs)
+    took = time.perf_counter() - start
+    merged = {"files": [f for r in reports for f in r.get("files", [])],
+              "errors": [e for r in reports for e in r.get("errors", [])]}
+    return merged, took
+
+
+def place(tree: Path, work: Path, packages: list[str], ported: list[str]) -> dict[str, str]:
+    """The output name of each migrated package; a ported package's output is moved
+    from staging beside its source as ``X_migrated`` (max's ``X_modulev3`` stays)."""
     names: dict[str, str] = {}
     for pkg in packages:
-        out = work / "staging" / f"{pkg}_modulev3"
-        if not out.is_dir():
-            continue
-        name = f"{pkg}_modulev3" if not (tree / f"{pkg}_modulev3").exists() else f"{pkg}_migrated"
-        shutil.move(str(out), str(tree / name))
-        names[pkg] = name
+        staged = work / "staging" / pkg / f"{pkg}_modulev3"
+        if pkg in ported and staged.is_dir():
+            shutil.move(str(staged), str(tree / f"{pkg}_migrated"))
+            names[pkg] = f"{pkg}_migrated"
+        elif pkg not in ported and (tree / f"{pkg}_modulev3").is_dir():
+            names[pkg] = f"{pkg}_modulev3"
     return names
 
 
@@ -364,8 +392,9 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
             report: dict[str, Any] = {}
             apply_s = 0.0
         else:
+            ported = official_ports(tree, packages)
             report, apply_s = apply_all(tree, work, packages)
-            names = place(tree, work, packages)
+            names = place(tree, work, packages, ported)
         print(f"{len(packages)} V2 architecture packages; apply {apply_s:.1f}s", file=sys.stderr, flush=True)
         rows: dict[str, dict[str, Any]] = {}
         todo = []

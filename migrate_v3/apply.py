@@ -189,7 +189,7 @@ def apply_paths(
 ) -> ApplyReport:
     """Migrate ``paths`` (packages or files) to V3 variants written beside them."""
     base = context or TransformContext()
-    the_plan: Plan = plan(paths, out=out)
+    the_plan: Plan = plan(paths, out=out, force=force or diff)
     report = ApplyReport(errors=list(the_plan.errors), order=[t.name for t in the_plan.targets])
     report.slow_path = fast_path_problem()  # decided once here: forked workers inherit it
     raws: dict[Path, bytes] = {}

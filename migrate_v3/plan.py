@@ -98,8 +98,13 @@ def _dependencies(target: Target) -> set[str]:
     return deps
 
 
-def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
-    """Targets for ``paths`` in dependency order, plus the sibling-package map."""
+def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> Plan:
+    """Targets for ``paths`` in dependency order, plus the sibling-package map.
+
+    A target whose output already exists (and no ``force``) is not written by
+    this run: imports of it are checked against what is there, like any
+    existing variant's.
+    """
     targets: list[Target] = []
     errors: list[str] = []
     seen: set[Path] = set()
@@ -137,7 +142,7 @@ def plan(paths: list[Path], *, out: Path | None = None) -> Plan:
     for target in targets:
         if target.is_package:
             v3_packages[target.name] = target.dest.name
-    run = {t.name for t in targets if t.is_package}
+    run = {t.name for t in targets if t.is_package and (force or not t.dest.exists())}
     exports: dict[str, frozenset[str]] = {}
     attributes: dict[str, frozenset[str]] = {}
     signatures: dict[str, tuple[str, ...]] = {}

@@ -248,6 +248,31 @@ def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> Non
     assert "from ..base_modulev3.sub import Any" in text
 
 
+def test_a_sibling_whose_output_exists_is_not_migrated_by_the_run(tmp_path: Path) -> None:
+    """``apply user base`` with ``base_modulev3`` already there: base is refused, so
+    user's imports of it are checked against the variant that stays, not assumed
+    to reach a migrated ``base`` that is never written."""
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "__init__.py").write_text("")
+    (tmp_path / "base" / "batch.py").write_text("from max.nn import Linear\nclass Batcher: pass\n")
+    (tmp_path / "base_modulev3").mkdir()
+    (tmp_path / "base_modulev3" / "__init__.py").write_text("")
+    (tmp_path / "base_modulev3" / "batch.py").write_text("class V3Batcher: pass\n")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text("from max.nn import Linear\nfrom ..base.batch import Batcher\n")
+    report = apply_paths([user, tmp_path / "base"], jobs=1)
+    assert any("base_modulev3: exists" in s for s in report.skipped), report.skipped
+    text = (tmp_path / "user_modulev3" / "model.py").read_text()
+    assert "from ..base.batch import Batcher" in text, text
+    assert "base_modulev3.batch (already there) has no Batcher" in text
+    assert (tmp_path / "base_modulev3" / "batch.py").read_text() == "class V3Batcher: pass\n"
+    # with --force base is migrated in the run, and user imports the migrated base
+    apply_paths([user, tmp_path / "base"], jobs=1, force=True)
+    assert "from ..base_modulev3.batch import Batcher" in (tmp_path / "user_modulev3" / "model.py").read_text()
+
+
 def test_a_class_whose_v3_variant_lacks_attributes_the_package_reads_is_flagged(tmp_path: Path) -> None:
     """``class LFM2Config(Llama3Config)``: the official V3 Llama3Config has no ``quant_config``."""
     base, variant, user = tmp_path / "base", tmp_path / "base_modulev3", tmp_path / "user"
