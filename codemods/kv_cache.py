@@ -107,7 +107,7 @@ class KVCache(Codemod):
         for k, stmt in enumerate(body):
             if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "input_types"):
                 continue
-            new = _permuted_return(stmt, v2_order)
+            new = _permuted_return(stmt, v2_order) or _permuted_result(stmt, v2_order)
             if new is None:
                 note = (
                     f"{TODO_PREFIX}MV384 input_types() returns the inputs in V2's order ({', '.join(v2_order)}, *kv); "
@@ -147,6 +147,27 @@ def _permuted_return(func: cst.FunctionDef, v2_order: list[str]) -> cst.Function
     new_return = last.body[0].with_changes(value=value.with_changes(elements=[*reordered, star]))
     new_last = last.with_changes(body=[new_return])
     return func.with_changes(body=func.body.with_changes(body=[*func.body.body[:-1], new_last]))
+
+
+def _permuted_result(func: cst.FunctionDef, v2_order: list[str]) -> cst.FunctionDef | None:
+    """``return EXPR`` (any expression of the inputs in V2's order, such as
+    ``tuple(tree.leaves(...))``) → the same inputs put in ``V3_ORDER`` by index."""
+    if sorted(v2_order) != sorted(V3_ORDER) or not isinstance(func.body, cst.IndentedBlock) or not func.body.body:
+        return None
+    last = func.body.body[-1]
+    if not (isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return)):
+        return None
+    value = last.body[0].value
+    if value is None:
+        return None
+    picks = ", ".join(f"v2_order_types[{v2_order.index(n)}]" for n in V3_ORDER)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "tuple"):
+        value = cst.Call(cst.Name("tuple"), [cst.Arg(value)])
+    keep = cst.SimpleStatementLine(
+        [cst.Assign([cst.AssignTarget(cst.Name("v2_order_types"))], value)], leading_lines=last.leading_lines
+    )
+    ret = cst.parse_statement(f"return ({picks}, *v2_order_types[{len(V3_ORDER)}:])")
+    return func.with_changes(body=func.body.with_changes(body=[*func.body.body[:-1], keep, ret]))
 
 
 def _name(alias: cst.ImportAlias) -> str:
