@@ -58,6 +58,9 @@ class TransformContext:
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)
     renamed_from: str | None = None
+    #: the file may import older releases' names; False when ``check`` found none (MV311-MV313),
+    #: which spares ``release_names`` its parse of the file
+    old_release_names: bool = True
     #: Dotted prefix under which sibling architecture packages live.
     architectures_package: str = "max.pipelines.architectures"
     #: The package this file belongs to (``mpnet``), when known.

@@ -96,11 +96,24 @@ class KVCache(Codemod):
             else:
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")
+                self._rewrote_with_trace(original, i, cst.Module([]).code_for_node(stmt))
                 body[i] = result
                 body = self._reorder_input_types(body, _inner_params(stmt))
             return updated.with_changes(body=updated.body.with_changes(body=body))
         return updated
 
+
+    def _rewrote_with_trace(self, original: cst.ClassDef, index: int, code: str) -> None:
+        """The V2 sites inside the trace() the new forward() replaced went with it: report them
+        as rewritten (``check`` lists them; ``apply`` must not be silent about them)."""
+        olds = original.body.body if isinstance(original.body, cst.IndentedBlock) else ()
+        at: cst.CSTNode = olds[index] if index < len(olds) else original
+        self.rewrote(at, "MV382", "trace() override → forward(); the model is compiled with model.compile()")
+        self.rewrote(at, "MV380", "the Graph built in trace() → forward() on Tensors")
+        if "Value" in code or "TensorValue" in code:
+            self.rewrote(at, "MV331", "trace()'s graph-value annotations → Tensor")
+        if ".tensor" in code:
+            self.rewrote(at, "MV373", "trace()'s .tensor unwraps dropped: forward() receives Tensors")
 
     def _reorder_input_types(self, body: list[cst.BaseStatement], v2_order: list[str]) -> list[cst.BaseStatement]:
         """``input_types()`` returns the inputs in V2's order: put them in the new forward's order."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from codemods.base import TODO_PREFIX
@@ -77,7 +78,7 @@ def current_names(source: str) -> Renamed | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None  # the codemods' parse reports it
-    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    imports = list(_imports(tree.body))
     targets = [t for n in imports for t in _targets(n)]
     if not any(t.startswith("max.") for t in targets):
         return None
@@ -91,6 +92,21 @@ def current_names(source: str) -> Renamed | None:
     if not edits:
         return None
     return _apply(lines, edits)
+
+
+def _imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements of ``body`` and the statement bodies nested in it, in order
+    (imports are statements: the expressions, most of a tree, are not walked)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            yield stmt
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _imports(inner)
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            yield from _imports(part.body)
 
 
 def _edit(node: ast.Import | ast.ImportFrom, nn_is_v3: bool, lines: list[str]) -> _Edit:

@@ -28,7 +28,7 @@ from migrate_v3.findings import Finding
 from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
 from migrate_v3.plan import Plan, Target, plan, v3_name
 from migrate_v3.registration import OutputNames, RegistrationHint, hint_for
-from migrate_v3.scan import syntax_error
+from migrate_v3.scan import RELEASE_CODES, syntax_error
 from migrate_v3.triage import classify_sources, needing_migration
 from migrate_v3.workers import process_pool
 
@@ -104,7 +104,9 @@ class ApplyReport:
         return 1 if self.todo_count else 0
 
 
-def _contexts(target: Target, rel: Path, base: TransformContext, the_plan: Plan) -> TransformContext:
+def _contexts(
+    target: Target, rel: Path, base: TransformContext, the_plan: Plan, classified: Classified | None = None
+) -> TransformContext:
     return replace(
         base,
         v3_packages=the_plan.v3_packages,
@@ -116,6 +118,7 @@ def _contexts(target: Target, rel: Path, base: TransformContext, the_plan: Plan)
         package_depth=len(rel.parts) - 1,
         is_arch_module=target.is_package and rel == Path("arch.py"),
         is_package_init=target.is_package and rel == Path("__init__.py"),
+        old_release_names=classified is None or any(f.code in RELEASE_CODES for f in classified.result.findings),
     )
 
 
@@ -226,7 +229,7 @@ def apply_paths(
             else:
                 todo.append(target)
         jobs_in = [
-            _Job(str(src), target.show(rel), raws[src], _contexts(target, rel, base, the_plan))
+            _Job(str(src), target.show(rel), raws[src], _contexts(target, rel, base, the_plan, classified[str(src)]))
             for target in todo
             for src, rel in target.files
             if src.suffix == ".py" and src in raws and classified[str(src)].result.error is None

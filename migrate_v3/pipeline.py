@@ -110,7 +110,7 @@ def transform_source(
     """
     ctx = context or TransformContext()
     official_port = (ctx.package or "").endswith("_modulev3") and ctx.only_v2
-    renamed = None if official_port else current_names(source)
+    renamed = None if official_port or not ctx.old_release_names else current_names(source)
     if renamed is None:
         return _transform_source(source, path, ctx)
     result = _transform_source(renamed.code, path, replace(ctx, renamed_from=source))

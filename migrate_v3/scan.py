@@ -609,7 +609,7 @@ def scan_raw(text: str) -> tuple[Scan, list[tuple[int, int, str, str]]]:
     if result.interop and not result.v3:
         result.v2 = True  # graph values without ModuleV3: V2 graph code
     if not result.v2:  # kernel interop is fine in ModuleV3 code; older releases' names are not
-        raw = [r for r in raw if r[1] in _RELEASE_CODES]
+        raw = [r for r in raw if r[1] in RELEASE_CODES]
     if not raw and _TODO not in text:
         return result, findings
     result.todo_markers = text.count(_TODO)
@@ -658,7 +658,7 @@ class _ImportEffect(NamedTuple):
 
 
 #: The codes about older releases' names: findings in any file, V2 or not.
-_RELEASE_CODES = frozenset({"MV311", "MV312", "MV313"})
+RELEASE_CODES = frozenset({"MV311", "MV312", "MV313"})
 _NO_EFFECT = _ImportEffect(False, False, False, False, None, None, None, None)
 #: ``_import_effect`` results by nn_is_v3.
 _EFFECTS: tuple[dict[str, _ImportEffect], dict[str, _ImportEffect]] = ({}, {})
