@@ -188,7 +188,7 @@ class DeadLocals(Codemod):
         self.path: list[str] = []  # enclosing class/def names
         self.seen: Counter[tuple[str, ...]] = Counter()
         self.keys: dict[int, tuple[tuple[str, ...], int]] = {}
-        self.original_reads: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] | None = None
+        self.original_functions: dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef] | None = None
         #: id of a rewritten function → (it, its removable statements by name, original reads)
         self.pending: dict[int, tuple[cst.FunctionDef, dict[str, list[cst.BaseStatement]], Counter[str]]] = {}
 
@@ -208,9 +208,10 @@ class DeadLocals(Codemod):
     def _reads_before(self, node: cst.FunctionDef) -> tuple[Counter[str], frozenset[str]]:
         """(names the original function reads, names it declares global/nonlocal), from ``ast``:
         the original source, parsed once, costs less than printing each function."""
-        if self.original_reads is None:
-            self.original_reads = _function_reads(self.state.source)
-        return self.original_reads.get(self.keys[id(node)], (Counter(), frozenset()))
+        if self.original_functions is None:
+            self.original_functions = _function_nodes_by_key(self.state.source)
+        fn = self.original_functions.get(self.keys[id(node)])
+        return (Counter(), frozenset()) if fn is None else _reads_and_declared(fn)
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.path.pop()
@@ -342,10 +343,10 @@ class _Rename(cst.CSTTransformer):
         return updated.with_changes(keyword=original.keyword)
 
 
-def _function_reads(source: str) -> dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]]:
-    """Per function (its class/def path and its rank among functions of that path): the names
-    its body reads (nested scopes included) and the names it declares global/nonlocal."""
-    out: dict[tuple[tuple[str, ...], int], tuple[Counter[str], frozenset[str]]] = {}
+def _function_nodes_by_key(source: str) -> dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Per function (its class/def path and its rank among functions of that path): its node
+    in the original source (the names it reads are collected only for the functions asked for)."""
+    out: dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
     seen: Counter[tuple[str, ...]] = Counter()
 
     def walk(body: list[ast.stmt], path: tuple[str, ...]) -> None:
@@ -353,8 +354,7 @@ def _function_reads(source: str) -> dict[tuple[tuple[str, ...], int], tuple[Coun
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 key = (*path, child.name)
                 if not isinstance(child, ast.ClassDef):
-                    declared = {n for stmt in child.body for sub in ast.walk(stmt) if isinstance(sub, ast.Global | ast.Nonlocal) for n in sub.names}
-                    out[key, seen[key]] = (_load_names(child), frozenset(declared))
+                    out[key, seen[key]] = child
                     seen[key] += 1
                 walk(child.body, key)
                 continue
@@ -369,6 +369,12 @@ def _function_reads(source: str) -> dict[tuple[tuple[str, ...], int], tuple[Coun
         return out
     walk(tree.body, ())
     return out
+
+
+def _reads_and_declared(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Counter[str], frozenset[str]]:
+    """The names ``fn``'s body reads (nested scopes included) and those it declares global/nonlocal."""
+    declared = {n for stmt in fn.body for sub in ast.walk(stmt) if isinstance(sub, ast.Global | ast.Nonlocal) for n in sub.names}
+    return _load_names(fn), frozenset(declared)
 
 
 def _ordered_blocks(node: cst.CSTNode) -> list[cst.IndentedBlock]:
