@@ -131,10 +131,15 @@ RULES: dict[str, Rule] = {
         _r("MV385", "paged-cache-values", M, "max.nn PagedCacheValues is the V2 alias; V3 uses common_layers.kv_cache",
            "from max.nn.kv_cache import KVCacheParams, PagedCacheValues", "# TODO(migrate-v3): MV385 PagedCacheValues from max.nn is the V2 input alias"),
         # MV39x: sharding
-        _r("MV390", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become tensor placements on a DeviceMesh",
-           "layer.sharding_strategy = ShardingStrategy.rowwise(n)", "# TODO(migrate-v3): MV390 sharding_strategy: use col_parallel()/row_parallel()"),
-        _r("MV391", "explicit-collective", M, "Allreduce/Signals/per-device lists become F.allreduce_sum or placements",
-           "Allreduce(num_accelerators=n)", "# TODO(migrate-v3): MV391 Allreduce: use F.allreduce_sum(t, mesh_axis=0)"),
+        _r("MV390", "sharding-strategy", A, "ShardingStrategy/.shard(devices) become placements on a DeviceMesh "
+           "(V2 rowwise = V3 col_parallel); what has no V3 form gets a TODO",
+           "self.q_proj.sharding_strategy = ShardingStrategy.rowwise(n)", "col_parallel(self.q_proj)"),
+        _r("MV391", "explicit-collective", A, "per-device loops, forward_sharded_layers and Allreduce become one call "
+           "on a distributed Tensor and a Replicated transfer",
+           "forward_sharded_layers(self.mlp_shards, xs)", "self.mlp(xs)"),
+        _r("MV392", "tensor-parallel-heads", M, "a module cloned per device with its own head counts stays Replicated; "
+           "sharding it needs local head counts in its kernels",
+           "sharded_num_heads = num_heads_for_device(", "# TODO(migrate-v3): MV392 tensor parallel attention"),
         # MV36x: weights
         _r("MV362", "weight-adapter", M, "checkpoint names must follow the V3 attribute paths (weight_adapters.py)",
            "new_name = name.removeprefix(\"model.\")", "# TODO(migrate-v3): MV362 V3 keys are attribute paths from the root module"),
