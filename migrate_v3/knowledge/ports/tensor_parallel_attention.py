@@ -7,7 +7,10 @@ from max.driver import CPU
 from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Linear, Module
-from max.experimental.nn.common_layers.functional_kernels import flash_attention_ragged, rope_split_store_ragged
+from max.experimental.nn.common_layers.functional_kernels import (
+    flash_attention_ragged,
+    rope_split_store_ragged,
+)
 from max.experimental.nn.common_layers.linear import col_parallel, row_parallel
 from max.experimental.sharding import DeviceMapping
 from max.experimental.tensor import Tensor
