@@ -80,6 +80,21 @@ def placement_statement(state: FileState, where: str, function: str, axis: int, 
     return stmt
 
 
+_PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
+
+
+def _per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``list[TensorValue]`` / ``Sequence[BufferValue]`` → the element type (one value on the mesh in V3)."""
+    if not isinstance(ann, cst.Subscript) or len(ann.slice) != 1:
+        return None
+    outer = dotted(ann.value) or ""
+    inner = ann.slice[0].slice
+    if outer.rsplit(".", 1)[-1] not in ("list", "Sequence", "List") or not isinstance(inner, cst.Index):
+        return None
+    name = dotted(inner.value) or ""
+    return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
+
+
 def _only(line: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
     return line.body[0] if len(line.body) == 1 else None
 
@@ -191,7 +206,23 @@ class Sharding(Codemod):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._funcs.pop()
         self._placeable.pop()
-        return updated
+        cls = self._cls()
+        if cls is None or original.name.value != "__call__" or not (cls.facts.aliases or cls.facts.allreduces):
+            return updated
+        params = updated.params.with_changes(
+            params=[
+                p.with_changes(annotation=p.annotation.with_changes(annotation=one))
+                if p.annotation is not None and (one := _per_device_element(p.annotation.annotation)) is not None
+                else p
+                for p in updated.params.params
+            ]
+        )
+        returns = updated.returns
+        if returns is not None and (one := _per_device_element(returns.annotation)) is not None:
+            returns = returns.with_changes(annotation=one)
+        if params is not updated.params or returns is not updated.returns:
+            self.rewrote(original, "MV391", "per-device lists in the signature: one distributed Tensor each")
+        return updated.with_changes(params=params, returns=returns)
 
     def _in_dropped(self) -> bool:
         return any(dropped for _, _, dropped in self._funcs)
@@ -357,17 +388,15 @@ class Sharding(Codemod):
             elts = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
             if not lists or len(elts) != len(lists) or not all(isinstance(e, cst.Name) for e in elts):
                 return updated
-            module = None
             for var, arg in zip(elts, lists, strict=True):
                 alias = self._alias(cls, arg.value)
                 assert isinstance(var, cst.Name)
                 if alias is not None:
-                    module = alias
                     names[var.value] = _expr(f"self.{alias}")
+                elif isinstance(arg.value, cst.Name):
+                    names[var.value] = arg.value  # another per-device list: one distributed Tensor now
                 else:
-                    names[var.value] = arg.value
-            if module is None:
-                return updated
+                    return updated
         elif func == "range" and len(it.args) == 1 and isinstance(target, cst.Name):
             bound = it.args[0].value
             if not (isinstance(bound, cst.Call) and dotted(bound.func) == "len"):

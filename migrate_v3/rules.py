@@ -89,8 +89,9 @@ RULES: dict[str, Rule] = {
            "super().__init__(*args, **kwargs)",
            "# TODO(migrate-v3): MV345 super().__init__(...) of a V2 Linear uses */** or unknown arguments"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
-           "(apply adds its own V3 port of Transformer; a q/k/v StackedLinear becomes QKVLinear)",
-           "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),
+           "(apply adds its own V3 ports of Transformer and the distributed decoder classes; a q/k/v StackedLinear "
+           "becomes QKVLinear)",
+           "return DataParallelAttentionWithRope(", "# TODO(migrate-v3): MV343 DataParallelAttentionWithRope has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
            "LayerList(blocks)", "ModuleList(blocks)"),
@@ -133,10 +134,10 @@ RULES: dict[str, Rule] = {
         # MV39x: sharding
         _r("MV390", "sharding-strategy", A, "ShardingStrategy/.shard(devices) become placements on a DeviceMesh "
            "(V2 rowwise = V3 col_parallel); what has no V3 form gets a TODO",
-           "self.q_proj.sharding_strategy = ShardingStrategy.rowwise(n)", "col_parallel(self.q_proj)"),
+           "self.gate.sharding_strategy = ShardingStrategy.rowwise(strategy.num_devices)", "col_parallel(self.gate)"),
         _r("MV391", "explicit-collective", A, "per-device loops, forward_sharded_layers and Allreduce become one call "
            "on a distributed Tensor and a Replicated transfer",
-           "forward_sharded_layers(self.mlp_shards, xs)", "self.mlp(xs)"),
+           "forward_sharded_layers(self.norm_shards, xs)", "self.norm(xs)"),
         _r("MV392", "tensor-parallel-heads", M, "a module cloned per device with its own head counts stays Replicated; "
            "sharding it needs local head counts in its kernels",
            "sharded_num_heads = num_heads_for_device(", "# TODO(migrate-v3): MV392 tensor parallel attention"),
