@@ -104,6 +104,14 @@ def module_params(module: Any) -> dict[str, TargetParam]:
     return out
 
 
+def device_shapes(module: Any) -> dict[str, list[tuple[int, ...]]]:
+    """Each parameter's shape on each device of its mesh (a Replicated one: the whole shape on each)."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    for name, tensor in module.parameters:
+        out[name] = [tuple(int(d) for d in shard.shape) for shard in tensor.local_shards]
+    return out
+
+
 def _placement(tensor: Any) -> Placement | None:
     mapping = getattr(tensor, "mapping", None)
     if mapping is None:
