@@ -46,7 +46,7 @@ from codemods.shard_scan import (
     strategy_kind,
     target_form,
 )
-from migrate_v3.knowledge.sharding import CL_LINEAR, STRATEGIES
+from migrate_v3.knowledge.sharding import CL_LINEAR, PER_DEVICE_KERNELS, STRATEGIES
 
 _COLLECTIVE_CLASSES = {
     "Allreduce": "use F.allreduce_sum(t, mesh_axis=0) (or a Replicated F.transfer_to)",
@@ -460,7 +460,20 @@ class ShardingClasses(Codemod):
             return updated
         plan = cls.plan or SetterPlan()
         placements = plan.placements
+        kernels: _PerDeviceKernels | None = None
         if placements and cls.facts.head_split:
+            kernels = _PerDeviceKernels()
+            rewritten_body = [s.visit(kernels) for s in body]
+            if kernels.ok and kernels.calls:
+                body = [s for s in rewritten_body if isinstance(s, cst.BaseStatement)]
+                if kernels.named:
+                    self.state.needed_imports.add(("max.experimental.sharding", "NamedMapping", None))
+                    self.state.needed_imports.add((_MESH_AXIS, "TP", None))
+                self.rewrote(original, "MV392", "tensor parallel: the kernels get each device's head count "
+                             "(n_heads // kv_collection.n_devices) and their outputs' placements")
+            else:
+                kernels = None
+        if placements and cls.facts.head_split and kernels is None:
             self.todo(
                 "MV392",
                 "tensor parallel attention: V2 gave each device a clone with its own head counts; kept Replicated "
@@ -515,6 +528,75 @@ class ShardingClasses(Codemod):
                 new = stmt.with_changes(body=inner.with_changes(body=[*inner.body, *extra]))
                 return [*body[:n], new, *body[n + 1 :]]
         return None
+
+
+class _PerDeviceKernels(cst.CSTTransformer):
+    """A module that V2 cloned per device with local head counts, as one V3 module on the mesh.
+
+    The kernels of ``PER_DEVICE_KERNELS`` run once per device: they get each
+    device's head count (``n_heads=h`` → ``h // kv_collection.n_devices``) and
+    their outputs get the input's placement back (``.rebind_mapping``), as the
+    official gemma3/nemotron_h ports write it; ``.to(x.device)`` (one device)
+    becomes ``.to(x.mesh)``. ``ok`` is False when a call does not name its KV
+    collection or main input simply enough to do that.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ok = True
+        self.calls = 0
+        self.named = False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name == "to" and len(updated.args) == 1 and isinstance(updated.func, cst.Attribute):
+            arg = dotted(updated.args[0].value)
+            if arg is not None and arg.endswith(".device") and arg.count(".") == 1:
+                return updated.with_changes(args=[cst.Arg(value=_expr(arg[: -len(".device")] + ".mesh"))])
+            return updated
+        if name not in PER_DEVICE_KERNELS:
+            return updated
+        param, position, label = PER_DEVICE_KERNELS[name]
+        keywords = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+        positional = [a for a in updated.args if a.keyword is None]
+        main = keywords[param].value if param in keywords else (
+            positional[position].value if len(positional) > position else None
+        )
+        main_name = dotted(main) if main is not None else None
+        if main_name is None:
+            self.ok = False
+            return updated
+        args = list(updated.args)
+        if "n_heads" in keywords:
+            kv = next(
+                (
+                    dotted(a.value)
+                    for a in updated.args
+                    if (a.keyword is not None and a.keyword.value == "kv_collection")
+                    or (a.keyword is None and "kv_collection" in (dotted(a.value) or ""))
+                ),
+                None,
+            )
+            if kv is None:
+                self.ok = False
+                return updated
+            heads = keywords["n_heads"]
+            value = heads.value
+            if not isinstance(value, cst.Name | cst.Attribute | cst.Integer):
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            local = cst.BinaryOperation(left=value, operator=cst.FloorDivide(), right=_expr(f"{kv}.n_devices"))
+            args = [a.with_changes(value=local) if a is heads else a for a in args]
+        self.calls += 1
+        if label == "cols":
+            self.named = True
+            mapping = f"NamedMapping({main_name}.mesh, (None, TP))"
+        else:
+            mapping = f"{main_name}.mapping"
+        call = updated.with_changes(args=args)
+        return cst.Call(
+            func=cst.Attribute(value=call, attr=cst.Name("rebind_mapping")), args=[cst.Arg(value=_expr(mapping))]
+        )
 
 
 def _bias_guard(biased: list[str], placements: list[cst.BaseStatement]) -> cst.If:

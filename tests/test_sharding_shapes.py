@@ -126,11 +126,11 @@ def patterns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModuleT
     for pkg, suffix in (("shard_v2", "input"), ("shard_v3", "expected")):
         (root / pkg).mkdir()
         (root / pkg / "__init__.py").write_text("")
-        for name in ("layers", "block", "heads"):
+        for name in ("layers", "block", "heads", "attention"):
             shutil.copy(FIXTURES / f"{name}.{suffix}.py", root / pkg / f"{name}.py")
     sys.path.insert(0, str(root))
     for pkg in ("shard_v2", "shard_v3"):
-        for name in ("layers", "block", "heads"):
+        for name in ("layers", "block", "heads", "attention"):
             importlib.import_module(f"{pkg}.{name}")
     yield importlib.import_module("shard_v2"), importlib.import_module("shard_v3")
     sys.path.remove(str(root))
@@ -205,6 +205,54 @@ def test_per_device_head_clones_stay_replicated(patterns: tuple[ModuleType, Modu
     _, v3_mod = patterns
     v3 = v3_build(lambda: v3_mod.heads.HeadAttention(4, 2, DType.float32, [DeviceRef.CPU()]), 2)
     assert all(len(set(s)) == 1 for s in v3_device_shapes(v3).values())
+
+
+def _attention(module: ModuleType, n_devices: int, rope: Any) -> Any:
+    from max.dtype import DType
+    from max.graph import DeviceRef
+
+    return module.attention.Attention(rope, 4, 16, _kv([DeviceRef.CPU()] * n_devices), DType.float32, [DeviceRef.CPU()])
+
+
+@pytest.mark.needs_max
+@pytest.mark.parametrize("n", [2, 4])
+def test_head_split_attention_places_and_stages(patterns: tuple[ModuleType, ModuleType], n: int) -> None:
+    """V2 cloned the attention per device with its own head count; V3 places q/k/v/o, gives the
+    kernels ``n_heads // kv_collection.n_devices`` and rebinds their outputs: same shards, and it
+    stages on the mesh with a KV collection per device."""
+    from max import tree
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.nn.common_layers.kv_cache import PagedCacheValues
+    from max.experimental.nn.common_layers.rotary_embedding import RotaryEmbedding as V3Rope
+    from max.experimental.sharding import DeviceMapping, TensorLayout
+    from max.graph import DeviceRef, TensorType
+    from max.nn.rotary_embedding import RotaryEmbedding as V2Rope
+
+    v2_mod, v3_mod = patterns
+    v2 = _v2_tp(_attention(v2_mod, n, V2Rope(16, 4, 10000.0, 64, head_dim=4)), n)
+    mesh = _mesh(n)
+    rope = v3_build(lambda: V3Rope(16, 4, 10000.0, 64, device=CPU(), head_dim=4), 1)
+    v3 = v3_build(lambda: _attention(v3_mod, n, rope), n)
+    assert_same(v2_device_shapes(v2, n), v3_device_shapes(v3))
+    kv_params = v3.kv_params
+
+    class Root(Module[..., Any]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = v3
+
+        def forward(self, x: Any, input_row_offsets: Any, *kv: Any) -> Any:
+            per_device = kv_params.unflatten_kv_inputs(iter(t._graph_value for t in kv))
+            collection = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
+            layer = F.constant(0, DType.uint32, device=CPU())
+            return self.attn(layer, x, collection, rope.freqs_cis.to(mesh), input_row_offsets.to(mesh))
+
+    x = TensorLayout(DType.float32, ["tokens", 16], DeviceMapping.replicated(mesh))
+    offsets = TensorType(DType.uint32, ["offsets"], DeviceRef.CPU())
+    Root().trace(x, offsets, *tree.leaves(kv_params.get_symbolic_inputs()))
 
 
 # -- max's distributed decoders ----------------------------------------------------------------

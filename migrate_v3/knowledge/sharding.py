@@ -104,3 +104,18 @@ DISTRIBUTED_CLASSES: dict[str, str] = {
     "VocabParallelEmbedding": f"official: {CL_LINEAR.rsplit('.', 1)[0]}.embedding.VocabParallelEmbedding",
     "ColumnParallelLinear": f"official: {CL_LINEAR}.ColumnParallelLinear",
 }
+
+#: Kernels that run once per device on distributed inputs (``F.functional`` without a
+#: sharding rule, ``common_layers.functional_kernels``): kernel → (its main input's
+#: parameter name, that parameter's position, how to label the output's placement).
+#: "same": the output is laid out like the input (``rebind_mapping(x.mapping)``);
+#: "cols": the output's last axis holds each device's heads (``NamedMapping(mesh, (None, TP))``).
+#: A tensor-parallel module passes them its per-device head count (``n_heads // n_devices``),
+#: as gemma3/gemma4/nemotron_h ``_modulev3`` do.
+PER_DEVICE_KERNELS: dict[str, tuple[str, int, str]] = {
+    "rope_split_store_ragged": ("qkv", 1, "same"),
+    "flash_attention_ragged": ("input", 1, "same"),
+    "fused_qk_ragged_rope": ("input", 1, "same"),
+    "fused_qkv_ragged_matmul": ("input", 1, "cols"),
+    "flash_attention_gpu": ("q", 0, "same"),
+}
