@@ -62,6 +62,15 @@ def local_strategies(func: cst.FunctionDef, qualname: Qualname) -> dict[str, str
     return out
 
 
+def assigned(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``t = v`` or ``t: T = v`` → (t, v)."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        return small.targets[0].target, small.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return small.target, small.value
+    return None
+
+
 def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
     """``<target>.sharding_strategy = <value>`` → (target, value)."""
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -72,7 +81,15 @@ def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpressi
 
 
 def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """``<module>.shard(<devices>)`` → the module expression."""
+    """``<module>.shard(<devices>)`` (or ``list(...)`` of it) → the module expression."""
+    if (
+        isinstance(expr, cst.Call)
+        and dotted(expr.func) in ("list", "tuple")
+        and len(expr.args) == 1
+        and expr.args[0].keyword is None
+        and not expr.args[0].star
+    ):
+        expr = expr.args[0].value
     if (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Attribute)
@@ -373,10 +390,10 @@ def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
                     if children:
                         facts.stacked[attr] = children
         for small in body_statements(func.body):
-            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            found = assigned(small)
+            if found is None:
                 continue
-            target = dotted(small.targets[0].target)
-            module = shard_call(small.value)
+            target, module = dotted(found[0]), shard_call(found[1])
             if target is None or module is None or not target.startswith("self.") or target.count(".") != 1:
                 continue
             source = dotted(module)

@@ -240,20 +240,27 @@ class Sharding(Codemod):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if self._in_dropped():
+            return updated
+        cls = self._cls()
+        if cls is not None and cls.facts.aliases:
+            for attr in sorted(_self_attributes(updated) & set(cls.facts.aliases)):
+                self.todo("MV390", f"self.{attr}: V3 keeps no per-device clones; use self.{cls.facts.aliases[attr]} "
+                          "(one module on the distributed Tensor) where a clone list was used")
         small = _only(original)
-        if small is None or self._in_dropped():
+        if small is None:
             return updated
         found = strategy_assignment(small)
         if found is not None:
             return self._strategy_statement(original, updated, *found)
-        cls = self._cls()
         if cls is None or not isinstance(small, cst.Assign | cst.AnnAssign):
             return updated
         target = dotted(small.targets[0].target) if isinstance(small, cst.Assign) else dotted(small.target)
         if target is None or not target.startswith("self.") or target.count(".") != 1:
             return updated
         attr = target[5:]
-        if isinstance(small, cst.Assign) and attr in cls.facts.aliases and shard_call(small.value) is not None:
+        value = small.value
+        if attr in cls.facts.aliases and shard_call(value) is not None:
             self._clear_own_todos()
             self.rewrote(original, "MV390", f"self.{attr}: V3 runs the one module self.{cls.facts.aliases[attr]} "
                          "on distributed Tensors (no per-device clones)")
@@ -612,6 +619,22 @@ def _bias_guard(biased: list[str], placements: list[cst.BaseStatement]) -> cst.I
         comment=cst.Comment("# MAX 26.7's row_parallel cannot place a bias: a biased layer keeps the module Replicated")
     )
     return guard.with_changes(leading_lines=[comment], body=guard.body.with_changes(body=placements))
+
+
+def _self_attributes(node: cst.CSTNode) -> set[str]:
+    """The ``x`` of every ``self.x`` read in ``node`` (assignment targets excluded)."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
+            return False
+
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
+                found.add(attr.attr.value)
+
+    node.visit(V())
+    return found
 
 
 def _mentions_strategy(body: list[cst.BaseStatement]) -> bool:

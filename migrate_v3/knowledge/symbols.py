@@ -139,7 +139,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "forward_sequential_layers": Symbol("MV391"),
     "Allreduce": Symbol("MV391", "max.experimental.functional.allreduce_sum"),
     "Signals": Symbol("MV391", None, "signal buffers are automatic in V3"),
-    "DistributedLogitsPostprocessMixin": Symbol("MV391"),
+    "DistributedLogitsPostprocessMixin": Symbol("MV391", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "distributed_logits_postprocess": Symbol("MV391"),
     "captures_by_device": Symbol("MV391"),
     "fuse_captured_hidden_states": Symbol("MV391"),

@@ -20,6 +20,7 @@ PORTS: dict[str, str] = {
     "DistributedTransformer": "distributed_transformer",
     "DistributedTransformerBlock": "distributed_transformer_block",
     "TensorParallelAttentionWithRope": "tensor_parallel_attention",
+    "DistributedLogitsPostprocessMixin": "distributed_logits",
 }
 
 
