@@ -80,6 +80,9 @@ def placement_statement(state: FileState, where: str, function: str, axis: int, 
     return stmt
 
 
+#: Calls whose argument is iterated as the clone list (the comprehension rules handle them).
+_LIST_BUILTINS = frozenset({"enumerate", "zip", "len", "list", "tuple", "iter", "reversed", "sorted"})
+
 _PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
 
 
@@ -324,6 +327,11 @@ class Sharding(Codemod):
             if rewritten is not None:
                 return rewritten
         qual = self.qualname(original.func)
+        if qual is not None and qual.endswith(".forward_sharded_layers") and len(updated.args) == 2 and not any(
+            a.keyword or a.star for a in updated.args
+        ):
+            self.rewrote(original, "MV391", "forward_sharded_layers(m, x): V3 calls the one module m(x)")
+            return cst.Call(func=updated.args[0].value, args=[cst.Arg(value=updated.args[1].value)])
         name = qual.rsplit(".", 1)[1] if qual and "." in qual else None
         if name in _COLLECTIVE_CLASSES and qual is not None and qual.startswith("max.nn"):
             self.todo("MV391", f"{name}: {_COLLECTIVE_CLASSES[name]}")
@@ -349,6 +357,15 @@ class Sharding(Codemod):
             if module is not None:
                 self.rewrote(original, "MV391", f"forward_sharded_layers: self.{module} runs on the distributed Tensor")
                 return cst.Call(func=_expr(f"self.{module}"), args=[cst.Arg(value=updated.args[1].value)])
+        if (dotted(original.func) or "") not in _LIST_BUILTINS and any(
+            self._alias(cls, a.value) is not None for a in original.args
+        ):
+            args = [
+                a.with_changes(value=_expr(f"self.{alias}")) if (alias := self._alias(cls, o.value)) is not None else a
+                for a, o in zip(updated.args, original.args, strict=True)
+            ]
+            self.rewrote(original, "MV390", "a clone list passed on: V3 passes the one module")
+            return updated.with_changes(args=args)
         name = dotted(original.func)
         if name is not None and name.startswith("self.") and name[5:] in cls.facts.allreduces and updated.args:
             value = updated.args[0].value
