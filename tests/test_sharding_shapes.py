@@ -370,3 +370,44 @@ def test_migrated_distributed_mistral_stages_on_a_cpu_mesh(archs: ModuleType, n:
 
     staged = Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices))
     assert "mo.constant.external" in str(staged)
+
+
+@pytest.mark.needs_max
+def test_weights_plan_reads_the_migrated_modules_placements(archs: ModuleType, tmp_path: Path) -> None:
+    """``migrate-v3 weights plan --module`` on the migrated DistributedLlama3: built on a tp-CPU mesh,
+    its own placements split the sharded bytes in half per device, none from rule hints."""
+    import json
+    import types
+
+    from click.testing import CliRunner
+    from max.graph import DeviceRef
+
+    from migrate_v3.weights.cli import weights
+
+    _, v3 = _decoders(archs, "llama3", 2)
+    config_mod = importlib.import_module(f"{archs.__name__}.llama3_modulev3.model_config")
+    model_mod = importlib.import_module(f"{archs.__name__}.llama3_modulev3.distributed_llama")
+    factory = types.ModuleType("shard_plan_factory")
+    factory.build = lambda config: model_mod.DistributedLlama3(  # type: ignore[attr-defined]
+        config_mod.Llama3Config(**_llama3_args([DeviceRef.CPU(), DeviceRef.CPU()]))
+    )
+    sys.modules[factory.__name__] = factory
+    try:
+        hf = ROOT / "fixtures" / "weights" / "tiny_llama.json"
+        args = ["plan", "--config", str(hf), "--template", "llama", "--module", "shard_plan_factory:build"]
+        res = CliRunner().invoke(weights, [*args, "--tp", "2", "--format", "json"])
+    finally:
+        del sys.modules[factory.__name__]
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert plan["source"] == "read from the lazily built module" and plan["derived"] == {} and plan["unplaced"] == 0
+    kinds = plan["bytes_by_kind"]
+    assert kinds["column"][0] == kinds["column"][1] > 0 and kinds["row"][0] == kinds["row"][1] > 0
+    from migrate_v3.weights.target import module_params
+
+    expected = {"column": 0, "row": 0}
+    for param in module_params(v3).values():
+        if param.placement is not None and param.placement.kind == "sharded":
+            kind = "column" if param.placement.axis == 0 else "row"
+            expected[kind] += 4 * math.prod(param.placement.shard_shapes[0])  # float32, device 0's shard
+    assert kinds["column"][0] == expected["column"] and kinds["row"][0] == expected["row"]
