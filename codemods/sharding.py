@@ -522,7 +522,11 @@ class ShardingClasses(Codemod):
                 self.todo("MV390", "no __init__ to place " + ", ".join(p.target for p in placements) + " in")
                 return updated
             body = placed
-        bases = [b for b in updated.bases if (self.qualname(b.value) or "").rsplit(".", 1)[-1] != "Shardable"]
+        bases = [
+            b
+            for o, b in zip(original.bases, updated.bases, strict=True)
+            if (self.qualname(o.value) or "").rsplit(".", 1)[-1] != "Shardable"
+        ]
         if bases and len(bases) != len(updated.bases):
             bases[-1] = bases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         elif not bases:
