@@ -10,6 +10,7 @@ any of them, so this module reads a class once, on the original tree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ Qualname = Callable[[cst.BaseExpression], "str | None"]
 #: Calls that clone a module per device with per-device head counts: a class
 #: whose ``shard()`` uses one computes with local sizes in its forward.
 HEAD_SPLITTERS = frozenset({"num_heads_for_device", "_compute_shard_range"})
+# a call of one (``x.num_heads_for_device(`` too), found in the printed method: no visitor per node
+_HEAD_SPLIT_CALL = re.compile(r"(?<![\w])(?:" + "|".join(sorted(HEAD_SPLITTERS)) + r")\s*\(")
 
 
 def strategy_kind(expr: cst.BaseExpression, qualname: Qualname) -> str | None:
@@ -37,17 +40,27 @@ def strategy_kind(expr: cst.BaseExpression, qualname: Qualname) -> str | None:
 
 
 def body_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
-    """Every small statement under ``node``'s statement bodies (not in nested defs/classes)."""
-    todo: list[cst.CSTNode] = [node]
+    """Every small statement under ``node``'s statement bodies (not in nested defs/classes).
+
+    Walks statement fields by name (``body``, ``orelse``, ``handlers``...):
+    libcst's generic ``children`` costs a visitor per node.
+    """
+    todo: list[object] = [node]
     while todo:
         cur = todo.pop()
-        if isinstance(cur, cst.SimpleStatementLine):
+        if isinstance(cur, cst.SimpleStatementLine | cst.SimpleStatementSuite):
             yield from cur.body
+        elif isinstance(cur, cst.IndentedBlock):
+            todo.extend(reversed(cur.body))
+        elif isinstance(cur, cst.FunctionDef | cst.ClassDef) and cur is not node:
             continue
-        for child in cur.children:
-            if isinstance(child, cst.FunctionDef | cst.ClassDef | cst.BaseExpression):
-                continue
-            todo.append(child)
+        elif isinstance(cur, cst.CSTNode):
+            for attr in ("finalbody", "orelse", "body"):
+                sub = getattr(cur, attr, None)
+                if isinstance(sub, cst.CSTNode):
+                    todo.append(sub)
+            todo.extend(getattr(cur, "handlers", ()))
+            todo.extend(getattr(cur, "cases", ()))
 
 
 def local_strategies(func: cst.FunctionDef, qualname: Qualname) -> dict[str, str]:
@@ -275,19 +288,6 @@ class ClassFacts:
     head_split: bool = False
 
 
-def _called_names(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            name = dotted(call.func)
-            if name is not None:
-                names.add(name.rsplit(".", 1)[-1])
-
-    node.visit(V())
-    return names
-
-
 def _stacked_children(call: cst.Call) -> list[str] | None:
     """``StackedLinear(..., names=["q_proj", ...], stacked=False)`` → the names."""
     kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
@@ -358,7 +358,8 @@ def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
             facts.getter = func
         elif func.name.value == "shard":
             facts.shard = func
-            facts.head_split = bool(_called_names(func) & HEAD_SPLITTERS)
+            code = cst.Module(body=[]).code_for_node(func)
+            facts.head_split = bool(_HEAD_SPLIT_CALL.search(code))
     for func in funcs:
         if func.name.value == "shard":
             continue

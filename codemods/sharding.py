@@ -169,6 +169,8 @@ class Sharding(Codemod):
         self._funcs: list[tuple[cst.FunctionDef, dict[str, str], bool]] = []  # (def, local strategies, dropped)
         self._placeable: list[bool] = []  # per function: col/row placements may be emitted here
         self._self_placing: set[str] = set()
+        self._reads: list[tuple[int, bool]] = []  # per simple statement: it reads a clone list
+        self._targets = 0  # depth inside assignment targets
 
     # -- scopes ---------------------------------------------------------------------
 
@@ -243,13 +245,47 @@ class Sharding(Codemod):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
-        if self._in_dropped():
-            return updated
+        reads = False
+        while self._reads:  # an earlier codemod that removed a statement skipped this hook for it
+            owner, flag = self._reads.pop()
+            if owner == id(original):
+                reads = flag
+                break
         cls = self._cls()
-        if cls is not None and cls.facts.aliases:
+        if reads and cls is not None and not self._in_dropped():
+            # only a statement that read a clone list pays for the walk; its updated
+            # form decides (a rule on an expression may have replaced the read)
             for attr in sorted(_self_attributes(updated) & set(cls.facts.aliases)):
                 self.todo("MV390", f"self.{attr}: V3 keeps no per-device clones; use self.{cls.facts.aliases[attr]} "
                           "(one module on the distributed Tensor) where a clone list was used")
+        return self._statement(original, updated)  # after the TODO: a statement it removes clears it
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._reads.append((id(node), False))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets += 1
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        """Note a statement that reads a clone list (``self.x_shards``)."""
+        if (
+            self._reads
+            and not self._targets
+            and isinstance(original.value, cst.Name)
+            and original.value.value == "self"
+            and self._classes
+            and original.attr.value in self._classes[-1].facts.aliases
+            and not self._in_dropped()
+        ):
+            self._reads[-1] = (self._reads[-1][0], True)
+        return updated
+
+    def _statement(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if self._in_dropped():
+            return updated
+        cls = self._cls()
         small = _only(original)
         if small is None:
             return updated
@@ -439,6 +475,7 @@ class Sharding(Codemod):
     # -- classes --------------------------------------------------------------------
 
     def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        self._targets -= 1
         target = original.target
         if isinstance(target, cst.Attribute) and target.attr.value == "sharding_strategy" and not self._in_dropped():
             self.todo("MV390", "sharding_strategy: use col_parallel()/row_parallel() from common_layers.linear")
@@ -470,8 +507,12 @@ class ShardingClasses(Codemod):
         self._self_placing = setter_classes(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        facts = class_facts(node, self.qualname)
-        plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
+        methods = {f.name.value for f in node.body.body if isinstance(f, cst.FunctionDef)}
+        if methods & {"shard", "sharding_strategy"}:
+            facts = class_facts(node, self.qualname)
+            plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
+        else:
+            facts, plan = ClassFacts(), None
         self._classes.append(_ClassState(facts, plan))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
