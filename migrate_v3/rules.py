@@ -132,11 +132,12 @@ RULES: dict[str, Rule] = {
         _r("MV385", "paged-cache-values", M, "max.nn PagedCacheValues is the V2 alias; V3 uses common_layers.kv_cache",
            "from max.nn.kv_cache import KVCacheParams, PagedCacheValues", "# TODO(migrate-v3): MV385 PagedCacheValues from max.nn is the V2 input alias"),
         # MV39x: sharding
-        _r("MV390", "sharding-strategy", A, "ShardingStrategy/.shard(devices) become placements on a DeviceMesh "
-           "(V2 rowwise = V3 col_parallel); what has no V3 form gets a TODO",
+        # manual, like MV343: apply rewrites the patterns the official ports show, check cannot tell those sites apart
+        _r("MV390", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become placements on a DeviceMesh "
+           "(V2 rowwise = V3 col_parallel); apply rewrites the known patterns, the rest gets a TODO",
            "self.gate.sharding_strategy = ShardingStrategy.rowwise(strategy.num_devices)", "col_parallel(self.gate)"),
-        _r("MV391", "explicit-collective", A, "per-device loops, forward_sharded_layers and Allreduce become one call "
-           "on a distributed Tensor and a Replicated transfer",
+        _r("MV391", "explicit-collective", M, "per-device loops, forward_sharded_layers and Allreduce become one call "
+           "on a distributed Tensor and a Replicated transfer; other collectives and Signals get a TODO",
            "forward_sharded_layers(self.norm_shards, xs)", "self.norm(xs)"),
         _r("MV392", "tensor-parallel-heads", M, "a module cloned per device with its own head counts stays Replicated; "
            "sharding it needs local head counts in its kernels",
