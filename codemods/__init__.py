@@ -28,7 +28,7 @@ from codemods.ports import Ports
 from codemods.registration import Registration
 from codemods.residual import Residual
 from codemods.self_imports import SelfImports
-from codemods.sharding import Sharding
+from codemods.sharding import Sharding, ShardingClasses
 from codemods.tensor_types import TensorTypes
 from codemods.tied_embeddings import TiedEmbeddings
 from codemods.weight_adapters import WeightAdapters
@@ -37,7 +37,7 @@ ORDER: list[type[Codemod]] = [
     GraphCompile,  # MV380-382: Graph + session.load → F.lazy() + model.compile()
     PipelineModels,  # MV383: V2 PipelineModel classes → ModuleV3 pipeline bases and hooks
     KVCache,  # MV38x: flag KV-cache plumbing (TODO only)
-    Sharding,  # MV39x: flag sharding/collectives (TODO only)
+    Sharding,  # MV39x: strategies → placements, per-device clones/loops → one module (TODO what has no V3 form)
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)
     WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
@@ -48,6 +48,7 @@ ORDER: list[type[Codemod]] = [
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
     DeadLocals,  # clean-up: locals and function-level imports only the dropped V2 arguments used
+    ShardingClasses,  # MV390: a class's sharding_strategy setter / shard() → placements in __init__
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
     Registration,  # MV303: arch.py / __init__.py registration names

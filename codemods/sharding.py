@@ -1,24 +1,159 @@
-"""MV39x — V2 sharding (flagged, not rewritten yet).
+"""MV39x — V2 sharding → V3 placements on a ``DeviceMesh``.
 
-V2 sets a ``ShardingStrategy`` per layer and calls ``.shard(devices)``; V3
-places tensors on a ``DeviceMesh`` (``col_parallel``/``row_parallel``) and
-inserts collectives from placements. ``Allreduce``/``Signals`` go away.
+V2 sets a ``ShardingStrategy`` per layer, clones each module per device with
+``.shard(devices)`` and loops over the clones in ``__call__``; V3 builds ONE
+module under ``default_device(mesh)``, places its weights (``col_parallel`` /
+``row_parallel``) and inserts the collectives the placements need. The rules
+(facts in ``migrate_v3/knowledge/sharding.py``):
 
-    self.q_proj.sharding_strategy = ShardingStrategy.rowwise(n)
-    →  # TODO(migrate-v3): MV390 V2 rowwise (axis 0) is V3 col_parallel(layer); ...
+    self.q.sharding_strategy = ShardingStrategy.rowwise(n)     →  col_parallel(self.q)
+    self.o.sharding_strategy = ShardingStrategy.columnwise(n)  →  row_parallel(self.o)
+    self.norm.sharding_strategy = ShardingStrategy.replicate(n) → (removed: Replicated is V3's default)
+    self.mlp.sharding_strategy = ShardingStrategy.tensor_parallel(n) → (removed: the module places itself)
+    self.mlp_shards = self.mlp.shard(devices)                  → (removed)
+    forward_sharded_layers(self.mlp_shards, xs)                →  self.mlp(xs)
+    [s(x[i], kv[i]) for i, s in enumerate(self.attn_shards)]   →  self.attn(x, kv)
+    [a[i] + b[i] for i in range(len(b))]                       →  a + b
+    self.allreduce(xs, signal_buffers)       →  F.transfer_to(xs, DeviceMapping.replicated(xs.mesh))
+    self.allreduce = Allreduce(num_accelerators=n)             → (removed)
+
+and a class's own ``sharding_strategy`` property/setter and ``shard()``
+method go, the setter's tensor-parallel layout becoming placements at the end
+of ``__init__`` (V3 places at construction, as the official ports do). A
+class whose ``shard()`` clones with per-device head counts keeps Replicated
+weights (numerically the same) and gets a TODO: its kernels take local head
+counts under tensor parallelism. What has no V3 form stays a precise TODO.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import TODO_PREFIX, Codemod, FileState
+from codemods.resolve import dotted
+from codemods.shard_scan import (
+    ClassFacts,
+    Placement,
+    SetterPlan,
+    body_statements,
+    class_facts,
+    local_strategies,
+    row_targets_may_have_bias,
+    setter_classes,
+    setter_plan,
+    shard_call,
+    strategy_assignment,
+    strategy_kind,
+    target_form,
+)
+from migrate_v3.knowledge.sharding import CL_LINEAR, PER_DEVICE_KERNELS, STRATEGIES
 
 _COLLECTIVE_CLASSES = {
     "Allreduce": "use F.allreduce_sum(t, mesh_axis=0) (or a Replicated F.transfer_to)",
     "Signals": "signal buffers are added by compile(); drop them",
 }
 _SHARD_HELPERS = ("forward_sharded_layers", "forward_sequential_layers", "shard")
+_MESH_AXIS = "max.experimental.nn.common_layers.mesh_axis"
+
+_REPLICATED_IMPORTS = {
+    ("max.experimental", "functional", "F"),
+    ("max.experimental.sharding", "DeviceMapping", None),
+}
+
+
+def _expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def placement_statement(state: FileState, where: str, function: str, axis: int, *, tensor: bool) -> cst.SimpleStatementLine:
+    """``col_parallel(self.q)``, or for a weight tensor ``w = w.to(NamedMapping(w.mesh, (TP,)))``."""
+    if tensor:
+        spec = "(TP,)" if axis == 0 else "(None, TP)"
+        state.needed_imports.add(("max.experimental.sharding", "NamedMapping", None))
+        state.needed_imports.add((_MESH_AXIS, "TP", None))
+        code = f"{where} = {where}.to(NamedMapping({where}.mesh, {spec}))"
+    else:
+        state.needed_imports.add((CL_LINEAR, function, None))
+        code = f"{function}({where})"
+    stmt = cst.parse_statement(code)
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    return stmt
+
+
+#: Calls whose argument is iterated as the clone list (the comprehension rules handle them).
+_LIST_BUILTINS = frozenset({"enumerate", "zip", "len", "list", "tuple", "iter", "reversed", "sorted"})
+
+_PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
+
+
+def _per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``list[TensorValue]`` / ``Sequence[BufferValue]`` → the element type (one value on the mesh in V3)."""
+    if not isinstance(ann, cst.Subscript) or len(ann.slice) != 1:
+        return None
+    outer = dotted(ann.value) or ""
+    inner = ann.slice[0].slice
+    if outer.rsplit(".", 1)[-1] not in ("list", "Sequence", "List") or not isinstance(inner, cst.Index):
+        return None
+    name = dotted(inner.value) or ""
+    return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
+
+
+def _only(line: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
+    return line.body[0] if len(line.body) == 1 else None
+
+
+class _Subst(cst.CSTTransformer):
+    """Replace names (``s`` → ``self.attn``) and strip ``n[i]`` → ``n`` for one index name ``i``."""
+
+    def __init__(self, names: dict[str, cst.BaseExpression], index: str | None) -> None:
+        super().__init__()
+        self.names = names
+        self.index = index
+        self.ok = True
+
+    def _indexed(self, node: cst.Subscript) -> bool:
+        if self.index is None or len(node.slice) != 1:
+            return False
+        sl = node.slice[0].slice
+        return isinstance(sl, cst.Index) and isinstance(sl.value, cst.Name) and sl.value.value == self.index
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        return not self._indexed(node)
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+        if self._indexed(original):
+            value = original.value.visit(self)
+            assert isinstance(value, cst.BaseExpression)
+            return value
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if original.value in self.names:
+            return self.names[original.value]
+        if original.value == self.index:
+            self.ok = False
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        return updated.with_changes(attr=original.attr)  # ``.x`` is not a reference to ``x``
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _substitute(elt: cst.BaseExpression, names: dict[str, cst.BaseExpression], index: str | None) -> cst.BaseExpression | None:
+    sub = _Subst(names, index)
+    out = elt.visit(sub)
+    return out if sub.ok and isinstance(out, cst.BaseExpression) else None
+
+
+class _ClassState:
+    def __init__(self, facts: ClassFacts, plan: SetterPlan | None) -> None:
+        self.facts = facts
+        self.plan = plan
+        self.dropped_methods = {
+            id(f) for f in (facts.setter, facts.getter, facts.shard) if f is not None
+        }
 
 
 class Sharding(Codemod):
@@ -28,9 +163,212 @@ class Sharding(Codemod):
     def applies(cls, source: str) -> bool:
         return any(w in source for w in ("shard", "Shard", "Allreduce", "Signals"))
 
+    def __init__(self, state: object) -> None:
+        super().__init__(state)  # type: ignore[arg-type]
+        self._classes: list[_ClassState] = []
+        self._funcs: list[tuple[cst.FunctionDef, dict[str, str], bool]] = []  # (def, local strategies, dropped)
+        self._placeable: list[bool] = []  # per function: col/row placements may be emitted here
+        self._self_placing: set[str] = set()
+        self._reads: list[tuple[int, bool]] = []  # per simple statement: it reads a clone list
+        self._targets = 0  # depth inside assignment targets
+
+    # -- scopes ---------------------------------------------------------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._self_placing = setter_classes(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        facts = class_facts(node, self.qualname)
+        plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
+        self._classes.append(_ClassState(facts, plan))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        cls = self._classes[-1] if self._classes else None
+        dropped = cls is not None and id(node) in cls.dropped_methods
+        local = local_strategies(node, self.qualname)
+        self._funcs.append((node, local, dropped))
+        self._placeable.append(node.name.value == "__init__" and cls is not None and self._rows_bias_free(node, cls, local))
+
+    def _rows_bias_free(self, func: cst.FunctionDef, cls: _ClassState, local: dict[str, str]) -> bool:
+        """Every row-parallel target this ``__init__`` assigns is a layer it builds without a bias.
+
+        Placements come in pairs (a column-parallel output feeds a row-parallel
+        matmul), so one layer that cannot be placed keeps the whole function Replicated.
+        """
+        for small in body_statements(func.body):
+            found = strategy_assignment(small)
+            if found is None:
+                continue
+            target, value = found
+            kind = strategy_kind(value, self.qualname) or (local.get(value.value) if isinstance(value, cst.Name) else None)
+            if kind is None or STRATEGIES[kind].v3_function != "row_parallel":
+                continue
+            where = dotted(target) or ""
+            if where.count(".") != 1 or not where.startswith("self.") or where[5:] not in cls.facts.bias_free:
+                return False
+        return True
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self._funcs.pop()
+        self._placeable.pop()
+        cls = self._cls()
+        if cls is None or original.name.value != "__call__" or not (cls.facts.aliases or cls.facts.allreduces):
+            return updated
+        params = updated.params.with_changes(
+            params=[
+                p.with_changes(annotation=p.annotation.with_changes(annotation=one))
+                if p.annotation is not None and (one := _per_device_element(p.annotation.annotation)) is not None
+                else p
+                for p in updated.params.params
+            ]
+        )
+        returns = updated.returns
+        if returns is not None and (one := _per_device_element(returns.annotation)) is not None:
+            returns = returns.with_changes(annotation=one)
+        if params is not updated.params or returns is not updated.returns:
+            self.rewrote(original, "MV391", "per-device lists in the signature: one distributed Tensor each")
+        return updated.with_changes(params=params, returns=returns)
+
+    def _in_dropped(self) -> bool:
+        return any(dropped for _, _, dropped in self._funcs)
+
+    def _cls(self) -> _ClassState | None:
+        return self._classes[-1] if self._classes else None
+
+    # -- statements -----------------------------------------------------------------
+
+    def _clear_own_todos(self) -> None:
+        if self.state.statement_todos:
+            pending = self.state.statement_todos[-1]
+            pending[:] = [t for t in pending if not t.startswith(f"{TODO_PREFIX}MV39")]
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        reads = False
+        while self._reads:  # an earlier codemod that removed a statement skipped this hook for it
+            owner, flag = self._reads.pop()
+            if owner == id(original):
+                reads = flag
+                break
+        cls = self._cls()
+        if reads and cls is not None and not self._in_dropped():
+            # only a statement that read a clone list pays for the walk; its updated
+            # form decides (a rule on an expression may have replaced the read)
+            for attr in sorted(_self_attributes(updated) & set(cls.facts.aliases)):
+                self.todo("MV390", f"self.{attr}: V3 keeps no per-device clones; use self.{cls.facts.aliases[attr]} "
+                          "(one module on the distributed Tensor) where a clone list was used")
+        return self._statement(original, updated)  # after the TODO: a statement it removes clears it
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._reads.append((id(node), False))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets += 1
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        """Note a statement that reads a clone list (``self.x_shards``)."""
+        if (
+            self._reads
+            and not self._targets
+            and isinstance(original.value, cst.Name)
+            and original.value.value == "self"
+            and self._classes
+            and original.attr.value in self._classes[-1].facts.aliases
+            and not self._in_dropped()
+        ):
+            self._reads[-1] = (self._reads[-1][0], True)
+        return updated
+
+    def _statement(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if self._in_dropped():
+            return updated
+        cls = self._cls()
+        small = _only(original)
+        if small is None:
+            return updated
+        found = strategy_assignment(small)
+        if found is not None:
+            return self._strategy_statement(original, updated, *found)
+        if cls is None or not isinstance(small, cst.Assign | cst.AnnAssign):
+            return updated
+        target = dotted(small.targets[0].target) if isinstance(small, cst.Assign) else dotted(small.target)
+        if target is None or not target.startswith("self.") or target.count(".") != 1:
+            return updated
+        attr = target[5:]
+        value = small.value
+        if attr in cls.facts.aliases and shard_call(value) is not None:
+            self._clear_own_todos()
+            self.rewrote(original, "MV390", f"self.{attr}: V3 runs the one module self.{cls.facts.aliases[attr]} "
+                         "on distributed Tensors (no per-device clones)")
+            return cst.RemovalSentinel.REMOVE
+        if isinstance(small, cst.Assign) and attr in cls.facts.allreduces:
+            self._clear_own_todos()
+            self.rewrote(original, "MV391", "Allreduce: V3 reduces a Partial result by a Replicated transfer")
+            return cst.RemovalSentinel.REMOVE
+        if attr == "_sharding_strategy" and (cls.facts.setter or cls.facts.getter):
+            self.rewrote(original, "MV390", "_sharding_strategy: V3 places weights at construction")
+            return cst.RemovalSentinel.REMOVE
+        return updated
+
+    def _strategy_statement(
+        self,
+        original: cst.SimpleStatementLine,
+        updated: cst.SimpleStatementLine,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        kind = strategy_kind(value, self.qualname)
+        if kind is None and isinstance(value, cst.Name) and self._funcs:
+            kind = self._funcs[-1][1].get(value.value)
+        if kind is None:
+            return updated  # the flags in leave_AssignTarget/leave_Call say what is left
+        fact = STRATEGIES[kind]
+        where = cst.Module(body=[]).code_for_node(target)
+        cls = self._cls()
+        form = target_form(where, cls.facts, self._self_placing) if cls is not None else None
+        if fact.v3_function is not None and form == "self":
+            self._clear_own_todos()
+            self.rewrote(original, "MV390", f"{where}: its class places its own weights at construction in V3")
+            return cst.RemovalSentinel.REMOVE
+        if fact.v3_function is not None and (form not in ("linear", "tensor") or not (self._placeable and self._placeable[-1])):
+            self._clear_own_todos()
+            self.todo(
+                "MV390",
+                f"{where}: {fact.why}; place it with {fact.v3_function}({where}) in __init__ (with its row/column "
+                "partner; MAX 26.7's row_parallel cannot place a bias)",
+            )
+            return updated
+        if fact.v3_function is not None:
+            self._clear_own_todos()
+            stmt = placement_statement(self.state, where, fact.v3_function, fact.v2_axis or 0, tensor=form == "tensor")
+            self.rewrote(original, "MV390", f"{where}: {fact.why}")
+            return stmt.with_changes(leading_lines=updated.leading_lines)
+        if fact.otherwise == "drop":
+            self._clear_own_todos()
+            self.rewrote(original, "MV390", f"{where}: {fact.why}")
+            return cst.RemovalSentinel.REMOVE
+        self._clear_own_todos()
+        self.todo("MV390", fact.why)
+        return updated
+
+    # -- expressions ----------------------------------------------------------------
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        cls = self._cls()
+        if cls is not None and not self._in_dropped():
+            rewritten = self._call_rewrite(cls, original, updated)
+            if rewritten is not None:
+                return rewritten
         qual = self.qualname(original.func)
-        name = qual.rsplit(".", 1)[1] if qual else None
+        if qual is not None and qual.endswith(".forward_sharded_layers") and len(updated.args) == 2 and not any(
+            a.keyword or a.star for a in updated.args
+        ):
+            self.rewrote(original, "MV391", "forward_sharded_layers(m, x): V3 calls the one module m(x)")
+            return cst.Call(func=updated.args[0].value, args=[cst.Arg(value=updated.args[1].value)])
+        name = qual.rsplit(".", 1)[1] if qual and "." in qual else None
         if name in _COLLECTIVE_CLASSES and qual is not None and qual.startswith("max.nn"):
             self.todo("MV391", f"{name}: {_COLLECTIVE_CLASSES[name]}")
         elif qual is not None and qual.startswith("max.") and "ShardingStrategy" in qual:
@@ -42,8 +380,334 @@ class Sharding(Codemod):
             self.todo("MV390", ".shard(devices): V3 has no per-device module lists; use placements")
         return updated
 
+    def _alias(self, cls: _ClassState, node: cst.BaseExpression) -> str | None:
+        name = dotted(node)
+        if name is not None and name.startswith("self.") and name.count(".") == 1:
+            return cls.facts.aliases.get(name[5:])
+        return None
+
+    def _call_rewrite(self, cls: _ClassState, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        qual = self.qualname(original.func) or ""
+        if qual.endswith(".forward_sharded_layers") and len(updated.args) == 2:
+            module = self._alias(cls, original.args[0].value)
+            if module is not None:
+                self.rewrote(original, "MV391", f"forward_sharded_layers: self.{module} runs on the distributed Tensor")
+                return cst.Call(func=_expr(f"self.{module}"), args=[cst.Arg(value=updated.args[1].value)])
+        if (dotted(original.func) or "") not in _LIST_BUILTINS and any(
+            self._alias(cls, a.value) is not None for a in original.args
+        ):
+            args = [
+                a.with_changes(value=_expr(f"self.{alias}")) if (alias := self._alias(cls, o.value)) is not None else a
+                for a, o in zip(updated.args, original.args, strict=True)
+            ]
+            self.rewrote(original, "MV390", "a clone list passed on: V3 passes the one module")
+            return updated.with_changes(args=args)
+        name = dotted(original.func)
+        if name is not None and name.startswith("self.") and name[5:] in cls.facts.allreduces and updated.args:
+            value = updated.args[0].value
+            if isinstance(value, cst.Name):
+                self.state.needed_imports.update(_REPLICATED_IMPORTS)
+                self.rewrote(original, "MV391", "Allreduce: a Replicated transfer sums the devices' Partial results")
+                x = value.value
+                return _expr(f"F.transfer_to({x}, DeviceMapping.replicated({x}.mesh))")
+            self.todo("MV391", "Allreduce: bind the value to a name x, then F.transfer_to(x, DeviceMapping.replicated(x.mesh))")
+        return None
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+        cls = self._cls()
+        if cls is None or self._in_dropped():
+            return updated
+        module = self._alias(cls, original.value)
+        if module is not None:
+            self.rewrote(original, "MV390", f"one device's clone: V3 has the one module self.{module}")
+            return _expr(f"self.{module}")
+        return updated
+
+    def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
+        cls = self._cls()
+        if cls is None or self._in_dropped() or not (cls.facts.aliases or cls.facts.allreduces):
+            return updated
+        comp = updated.for_in
+        if comp.inner_for_in is not None or comp.ifs or not isinstance(comp.iter, cst.Call):
+            return updated
+        it = comp.iter
+        func = dotted(it.func)
+        target = comp.target
+        names: dict[str, cst.BaseExpression] = {}
+        index: str | None = None
+        if func == "enumerate" and len(it.args) == 1:
+            module = self._alias(cls, it.args[0].value)
+            if module is None or not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return updated
+            i, s = (e.value for e in target.elements)
+            if not (isinstance(i, cst.Name) and isinstance(s, cst.Name)):
+                return updated
+            names[s.value], index = _expr(f"self.{module}"), i.value
+        elif func == "zip":
+            lists = [a for a in it.args if a.keyword is None]
+            elts = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
+            if not lists or len(elts) != len(lists) or not all(isinstance(e, cst.Name) for e in elts):
+                return updated
+            for var, arg in zip(elts, lists, strict=True):
+                alias = self._alias(cls, arg.value)
+                assert isinstance(var, cst.Name)
+                if alias is not None:
+                    names[var.value] = _expr(f"self.{alias}")
+                elif isinstance(arg.value, cst.Name):
+                    names[var.value] = arg.value  # another per-device list: one distributed Tensor now
+                else:
+                    return updated
+        elif func == "range" and len(it.args) == 1 and isinstance(target, cst.Name):
+            bound = it.args[0].value
+            if not (isinstance(bound, cst.Call) and dotted(bound.func) == "len"):
+                return updated
+            index = target.value
+        else:
+            return updated
+        result = _substitute(updated.elt, names, index)
+        if result is None:
+            return updated
+        if "\n" in cst.Module(body=[]).code_for_node(result) and not result.lpar:
+            result = result.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")
+        return result
+
+    # -- classes --------------------------------------------------------------------
+
     def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        self._targets -= 1
         target = original.target
-        if isinstance(target, cst.Attribute) and target.attr.value == "sharding_strategy":
+        if isinstance(target, cst.Attribute) and target.attr.value == "sharding_strategy" and not self._in_dropped():
             self.todo("MV390", "sharding_strategy: use col_parallel()/row_parallel() from common_layers.linear")
         return updated
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._classes.pop()
+        return updated
+
+
+class ShardingClasses(Codemod):
+    """A class's own V2 sharding machinery → placements in ``__init__`` (after ``module_interface``).
+
+    Runs late so the hooks before it see the class's original bases.
+    """
+
+    PREFIX = "MV390"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return "def shard" in source or "sharding_strategy" in source
+
+    def __init__(self, state: object) -> None:
+        super().__init__(state)  # type: ignore[arg-type]
+        self._classes: list[_ClassState] = []
+        self._self_placing: set[str] = set()
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._self_placing = setter_classes(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        methods = {f.name.value for f in node.body.body if isinstance(f, cst.FunctionDef)}
+        if methods & {"shard", "sharding_strategy"}:
+            facts = class_facts(node, self.qualname)
+            plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
+        else:
+            facts, plan = ClassFacts(), None
+        self._classes.append(_ClassState(facts, plan))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        cls = self._classes.pop()
+        if not cls.dropped_methods or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body: list[cst.BaseStatement] = [s for s in updated.body.body if not self._is_dropped(cls, s)]
+        if _mentions_strategy(body):
+            self.todo("MV390", "the class still reads its sharding strategy; V3 has none (its weights carry placements)")
+            return updated
+        plan = cls.plan or SetterPlan()
+        placements = plan.placements
+        kernels: _PerDeviceKernels | None = None
+        if placements and cls.facts.head_split:
+            kernels = _PerDeviceKernels()
+            rewritten_body = [s.visit(kernels) for s in body]
+            if kernels.ok and kernels.calls:
+                body = [s for s in rewritten_body if isinstance(s, cst.BaseStatement)]
+                if kernels.named:
+                    self.state.needed_imports.add(("max.experimental.sharding", "NamedMapping", None))
+                    self.state.needed_imports.add((_MESH_AXIS, "TP", None))
+                self.rewrote(original, "MV392", "tensor parallel: the kernels get each device's head count "
+                             "(n_heads // kv_collection.n_devices) and their outputs' placements")
+            else:
+                kernels = None
+        if placements and cls.facts.head_split and kernels is None:
+            self.todo(
+                "MV392",
+                "tensor parallel attention: V2 gave each device a clone with its own head counts; kept Replicated "
+                "(same numerics). To shard: " + ", ".join(f"{p.function}({p.target})" for p in placements)
+                + " in __init__ and n_heads // kv_collection.n_devices in the kernels "
+                "(gemma3_modulev3/layers/attention.py)",
+            )
+            placements = []
+        for why in plan.todos:
+            self.todo("MV390", why)
+        biased = [p.target for p in placements if p.function == "row_parallel" and p.target[5:] in cls.facts.biased]
+        if biased:
+            self.todo(
+                "MV390",
+                f"{', '.join(biased)} has a bias, which MAX 26.7's row_parallel cannot place (it shards the 1-D bias "
+                "on axis 1): kept the module Replicated (same numerics)",
+            )
+            placements = []
+        if placements:
+            placed = self._with_placements(body, placements, row_targets_may_have_bias(placements, cls.facts.bias_free))
+            if placed is None:
+                self.todo("MV390", "no __init__ to place " + ", ".join(p.target for p in placements) + " in")
+                return updated
+            body = placed
+        bases = [
+            b
+            for o, b in zip(original.bases, updated.bases, strict=True)
+            if (self.qualname(o.value) or "").rsplit(".", 1)[-1] != "Shardable"
+        ]
+        if bases and len(bases) != len(updated.bases):
+            bases[-1] = bases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        elif not bases:
+            bases = list(updated.bases)
+        self.rewrote(original, "MV390", "sharding_strategy/shard(): V3 places weights at construction")
+        return updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
+
+    def _is_dropped(self, cls: _ClassState, stmt: cst.BaseStatement) -> bool:
+        if not isinstance(stmt, cst.FunctionDef):
+            return False
+        name = stmt.name.value
+        return name == "shard" and cls.facts.shard is not None or name == "sharding_strategy"
+
+    def _with_placements(
+        self, body: list[cst.BaseStatement], placements: list[Placement], biased: list[str]
+    ) -> list[cst.BaseStatement] | None:
+        for n, stmt in enumerate(body):
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                extra: list[cst.BaseStatement] = [
+                    placement_statement(self.state, p.target, p.function, p.axis, tensor=p.tensor) for p in placements
+                ]
+                if biased:
+                    extra = [_bias_guard(biased, extra)]
+                    self.state.needed_imports.add(("max.experimental.tensor", "Tensor", None))
+                inner = stmt.body
+                assert isinstance(inner, cst.IndentedBlock)
+                new = stmt.with_changes(body=inner.with_changes(body=[*inner.body, *extra]))
+                return [*body[:n], new, *body[n + 1 :]]
+        return None
+
+
+class _PerDeviceKernels(cst.CSTTransformer):
+    """A module that V2 cloned per device with local head counts, as one V3 module on the mesh.
+
+    The kernels of ``PER_DEVICE_KERNELS`` run once per device: they get each
+    device's head count (``n_heads=h`` → ``h // kv_collection.n_devices``) and
+    their outputs get the input's placement back (``.rebind_mapping``), as the
+    official gemma3/nemotron_h ports write it; ``.to(x.device)`` (one device)
+    becomes ``.to(x.mesh)``. ``ok`` is False when a call does not name its KV
+    collection or main input simply enough to do that.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ok = True
+        self.calls = 0
+        self.named = False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name == "to" and len(updated.args) == 1 and isinstance(updated.func, cst.Attribute):
+            arg = dotted(updated.args[0].value)
+            if arg is not None and arg.endswith(".device") and arg.count(".") == 1:
+                return updated.with_changes(args=[cst.Arg(value=_expr(arg[: -len(".device")] + ".mesh"))])
+            return updated
+        if name not in PER_DEVICE_KERNELS:
+            return updated
+        param, position, label = PER_DEVICE_KERNELS[name]
+        keywords = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+        positional = [a for a in updated.args if a.keyword is None]
+        main = keywords[param].value if param in keywords else (
+            positional[position].value if len(positional) > position else None
+        )
+        main_name = dotted(main) if main is not None else None
+        if main_name is None:
+            self.ok = False
+            return updated
+        args = list(updated.args)
+        if "n_heads" in keywords:
+            kv = next(
+                (
+                    dotted(a.value)
+                    for a in updated.args
+                    if (a.keyword is not None and a.keyword.value == "kv_collection")
+                    or (a.keyword is None and "kv_collection" in (dotted(a.value) or ""))
+                ),
+                None,
+            )
+            if kv is None:
+                self.ok = False
+                return updated
+            heads = keywords["n_heads"]
+            value = heads.value
+            if not isinstance(value, cst.Name | cst.Attribute | cst.Integer):
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            local = cst.BinaryOperation(left=value, operator=cst.FloorDivide(), right=_expr(f"{kv}.n_devices"))
+            args = [a.with_changes(value=local) if a is heads else a for a in args]
+        self.calls += 1
+        if label == "cols":
+            self.named = True
+            mapping = f"NamedMapping({main_name}.mesh, (None, TP))"
+        else:
+            mapping = f"{main_name}.mapping"
+        call = updated.with_changes(args=args)
+        return cst.Call(
+            func=cst.Attribute(value=call, attr=cst.Name("rebind_mapping")), args=[cst.Arg(value=_expr(mapping))]
+        )
+
+
+def _bias_guard(biased: list[str], placements: list[cst.BaseStatement]) -> cst.If:
+    """The placements, only when no row-parallel layer has a bias (else all stay Replicated)."""
+    layers = ", ".join(biased) + ("," if len(biased) == 1 else "")
+    code = (
+        f'if not any(isinstance(getattr(m, "bias", None), Tensor) for m in ({layers})):\n'
+        "    pass\n"
+    )
+    guard = cst.parse_statement(code)
+    assert isinstance(guard, cst.If)
+    comment = cst.EmptyLine(
+        comment=cst.Comment("# MAX 26.7's row_parallel cannot place a bias: a biased layer keeps the module Replicated")
+    )
+    return guard.with_changes(leading_lines=[comment], body=guard.body.with_changes(body=placements))
+
+
+def _self_attributes(node: cst.CSTNode) -> set[str]:
+    """The ``x`` of every ``self.x`` read in ``node`` (assignment targets excluded)."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
+            return False
+
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
+                found.add(attr.attr.value)
+
+    node.visit(V())
+    return found
+
+
+def _mentions_strategy(body: list[cst.BaseStatement]) -> bool:
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            if node.attr.value in ("sharding_strategy", "_sharding_strategy") and dotted(node.value) == "self":
+                found = True
+
+    for stmt in body:
+        stmt.visit(V())
+    return found

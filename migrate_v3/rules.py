@@ -89,8 +89,9 @@ RULES: dict[str, Rule] = {
            "super().__init__(*args, **kwargs)",
            "# TODO(migrate-v3): MV345 super().__init__(...) of a V2 Linear uses */** or unknown arguments"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
-           "(apply adds its own V3 port of Transformer; a q/k/v StackedLinear becomes QKVLinear)",
-           "return DistributedTransformer(", "# TODO(migrate-v3): MV343 DistributedTransformer has no V3 class"),
+           "(apply adds its own V3 ports of Transformer and the distributed decoder classes; a q/k/v StackedLinear "
+           "becomes QKVLinear)",
+           "return DataParallelAttentionWithRope(", "# TODO(migrate-v3): MV343 DataParallelAttentionWithRope has no V3 class"),
         # MV35x: containers
         _r("MV350", "layer-list", A, "LayerList(...) becomes ModuleList([...]) (one iterable)",
            "LayerList(blocks)", "ModuleList(blocks)"),
@@ -131,10 +132,16 @@ RULES: dict[str, Rule] = {
         _r("MV385", "paged-cache-values", M, "max.nn PagedCacheValues is the V2 alias; V3 uses common_layers.kv_cache",
            "from max.nn.kv_cache import KVCacheParams, PagedCacheValues", "# TODO(migrate-v3): MV385 PagedCacheValues from max.nn is the V2 input alias"),
         # MV39x: sharding
-        _r("MV390", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become tensor placements on a DeviceMesh",
-           "layer.sharding_strategy = ShardingStrategy.rowwise(n)", "# TODO(migrate-v3): MV390 sharding_strategy: use col_parallel()/row_parallel()"),
-        _r("MV391", "explicit-collective", M, "Allreduce/Signals/per-device lists become F.allreduce_sum or placements",
-           "Allreduce(num_accelerators=n)", "# TODO(migrate-v3): MV391 Allreduce: use F.allreduce_sum(t, mesh_axis=0)"),
+        # manual, like MV343: apply rewrites the patterns the official ports show, check cannot tell those sites apart
+        _r("MV390", "sharding-strategy", M, "ShardingStrategy/.shard(devices) become placements on a DeviceMesh "
+           "(V2 rowwise = V3 col_parallel); apply rewrites the known patterns, the rest gets a TODO",
+           "self.gate.sharding_strategy = ShardingStrategy.rowwise(strategy.num_devices)", "col_parallel(self.gate)"),
+        _r("MV391", "explicit-collective", M, "per-device loops, forward_sharded_layers and Allreduce become one call "
+           "on a distributed Tensor and a Replicated transfer; other collectives and Signals get a TODO",
+           "forward_sharded_layers(self.norm_shards, xs)", "self.norm(xs)"),
+        _r("MV392", "tensor-parallel-heads", M, "a module cloned per device with its own head counts stays Replicated; "
+           "sharding it needs local head counts in its kernels",
+           "sharded_num_heads = num_heads_for_device(", "# TODO(migrate-v3): MV392 tensor parallel attention"),
         # MV36x: weights
         _r("MV362", "weight-adapter", M, "checkpoint names must follow the V3 attribute paths (weight_adapters.py)",
            "new_name = name.removeprefix(\"model.\")", "# TODO(migrate-v3): MV362 V3 keys are attribute paths from the root module"),

@@ -461,8 +461,6 @@ QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
 
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
-    "DistributedTransformer": "port it locally; V3 shards by placement",
-    "DistributedTransformerBlock": "port it locally; V3 shards by placement",
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
     "DynamicRotaryEmbedding": "port it locally",
     "StackedLinear": "only q/k/v StackedLinear maps to common_layers.linear.QKVLinear; use separate Linears",
@@ -470,7 +468,6 @@ NO_V3_CLASS: dict[str, str] = {
     "Conv3D": "no V3 class: use F.conv3d in a local Module",
     "ConvTranspose1d": "no V3 class: use F.conv2d_transpose in a local Module",
     "WeightNormConvTranspose1d": "no V3 class: port it locally",
-    "TensorParallelAttentionWithRope": "ColumnParallel q/k/v + RowParallel o (gemma3_modulev3/layers/attention.py)",
     "DataParallelAttentionWithRope": "port it locally",
     "GGUFQAttentionWithRope": "GGUF is not ported to V3",
     "GPTQAttentionWithRope": "GPTQ is not ported to V3",

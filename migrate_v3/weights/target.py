@@ -78,20 +78,39 @@ def build_module(
     checkpoint: Mapping[str, TensorMeta] | None = None,
     **options: Any,
 ) -> Any:
-    """Call `factory(config, [checkpoint=], [tp=], [ep=])` under `F.lazy()`."""
+    """Call `factory(config, [checkpoint=], [tp=], [ep=])` under `F.lazy()`.
+
+    A factory without a `tp` parameter (a migrated module's constructor, say)
+    is built under `default_device` of a `tp`-CPU mesh: V3 modules place their
+    own weights on the mesh they are built on, so the plan reads those placements.
+    """
+    from contextlib import nullcontext
+
     from max.experimental import functional as F
 
     params = inspect.signature(factory).parameters
     kwargs: dict[str, Any] = {}
     if "checkpoint" in params:
         kwargs["checkpoint"] = checkpoint
+    tp = options.get("tp") or 1
+    mesh_scope: Any = nullcontext()
     for key, value in options.items():
         if key in params:
             kwargs[key] = value
+        elif key == "tp" and tp > 1:
+            mesh_scope = _cpu_mesh_scope(tp)
         elif value not in (None, 1):
             raise TargetError(f"factory does not accept {key}=")
-    with F.lazy():
+    with F.lazy(), mesh_scope:
         return factory(dict(config), **kwargs)
+
+
+def _cpu_mesh_scope(tp: int) -> Any:
+    from max.driver import CPU
+    from max.experimental.sharding import DeviceMesh
+    from max.experimental.tensor import default_device
+
+    return default_device(DeviceMesh(tuple(CPU() for _ in range(tp)), (tp,), ("tp",)))
 
 
 def module_params(module: Any) -> dict[str, TargetParam]:
@@ -101,6 +120,14 @@ def module_params(module: Any) -> dict[str, TargetParam]:
         shape = tuple(int(d) for d in tensor.shape)
         dtype = getattr(tensor.dtype, "name", str(tensor.dtype))
         out[name] = TargetParam(name, TensorMeta(shape, dtype), _placement(tensor))
+    return out
+
+
+def device_shapes(module: Any) -> dict[str, list[tuple[int, ...]]]:
+    """Each parameter's shape on each device of its mesh (a Replicated one: the whole shape on each)."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    for name, tensor in module.parameters:
+        out[name] = [tuple(int(d) for d in shard.shape) for shard in tensor.local_shards]
     return out
 
 

@@ -17,6 +17,10 @@ from pathlib import Path
 PORTS: dict[str, str] = {
     "Transformer": "transformer",
     "TransformerBlock": "transformer_block",
+    "DistributedTransformer": "distributed_transformer",
+    "DistributedTransformerBlock": "distributed_transformer_block",
+    "TensorParallelAttentionWithRope": "tensor_parallel_attention",
+    "DistributedLogitsPostprocessMixin": "distributed_logits",
 }
 
 

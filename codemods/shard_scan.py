@@ -1,0 +1,405 @@
+"""What a V2 class's sharding machinery says, read from its source (no rewriting).
+
+V2 spreads one decision over three places: a ``sharding_strategy`` setter
+that assigns each child a ``ShardingStrategy`` (its tensor-parallel branch
+is the layout), ``shard(devices)`` that clones the module per device, and
+the parent's ``self.x_shards = self.x.shard(devices)`` plus per-device loops
+in ``__call__``. The ``sharding`` codemod needs all three before it rewrites
+any of them, so this module reads a class once, on the original tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from codemods.resolve import dotted
+from migrate_v3.knowledge.sharding import PREDICATES, STRATEGIES
+
+Qualname = Callable[[cst.BaseExpression], "str | None"]
+
+#: Calls that clone a module per device with per-device head counts: a class
+#: whose ``shard()`` uses one computes with local sizes in its forward.
+HEAD_SPLITTERS = frozenset({"num_heads_for_device", "_compute_shard_range"})
+# a call of one (``x.num_heads_for_device(`` too), found in the printed method: no visitor per node
+_HEAD_SPLIT_CALL = re.compile(r"(?<![\w])(?:" + "|".join(sorted(HEAD_SPLITTERS)) + r")\s*\(")
+
+
+def strategy_kind(expr: cst.BaseExpression, qualname: Qualname) -> str | None:
+    """``ShardingStrategy.rowwise(n)`` → ``"rowwise"`` (any known factory), else None."""
+    if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+        return None
+    qual = qualname(expr.func)
+    name = expr.func.attr.value
+    if qual is None or not qual.startswith("max.") or ".ShardingStrategy." not in qual + ".":
+        return None
+    return name if name in STRATEGIES else None
+
+
+def body_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
+    """Every small statement under ``node``'s statement bodies (not in nested defs/classes).
+
+    Walks statement fields by name (``body``, ``orelse``, ``handlers``...):
+    libcst's generic ``children`` costs a visitor per node.
+    """
+    todo: list[object] = [node]
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            yield from cur.body
+        elif isinstance(cur, cst.IndentedBlock):
+            todo.extend(reversed(cur.body))
+        elif isinstance(cur, cst.FunctionDef | cst.ClassDef) and cur is not node:
+            continue
+        elif isinstance(cur, cst.CSTNode):
+            for attr in ("finalbody", "orelse", "body"):
+                sub = getattr(cur, attr, None)
+                if isinstance(sub, cst.CSTNode):
+                    todo.append(sub)
+            todo.extend(getattr(cur, "handlers", ()))
+            todo.extend(getattr(cur, "cases", ()))
+
+
+def local_strategies(func: cst.FunctionDef, qualname: Qualname) -> dict[str, str]:
+    """Names a function binds to ``ShardingStrategy.<factory>(...)``: name → factory."""
+    out: dict[str, str] = {}
+    for small in body_statements(func.body):
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            kind = strategy_kind(small.value, qualname)
+            if isinstance(target, cst.Name) and kind is not None:
+                out[target.value] = kind
+    return out
+
+
+def assigned(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``t = v`` or ``t: T = v`` → (t, v)."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        return small.targets[0].target, small.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return small.target, small.value
+    return None
+
+
+def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``<target>.sharding_strategy = <value>`` → (target, value)."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        if isinstance(target, cst.Attribute) and target.attr.value == "sharding_strategy":
+            return target.value, small.value
+    return None
+
+
+def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``<module>.shard(<devices>)`` (or ``list(...)`` of it) → the module expression."""
+    if (
+        isinstance(expr, cst.Call)
+        and dotted(expr.func) in ("list", "tuple")
+        and len(expr.args) == 1
+        and expr.args[0].keyword is None
+        and not expr.args[0].star
+    ):
+        expr = expr.args[0].value
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "shard"
+        and len(expr.args) == 1
+        and expr.args[0].keyword is None
+    ):
+        return expr.func.value
+    return None
+
+
+def _one_line(node: cst.CSTNode) -> str:
+    return " ".join(cst.Module(body=[]).code_for_node(node).split())
+
+
+def _is_setter(func: cst.FunctionDef) -> bool:
+    return func.name.value == "sharding_strategy" and any(
+        dotted(d.decorator) == "sharding_strategy.setter" for d in func.decorators
+    )
+
+
+def _is_getter(func: cst.FunctionDef) -> bool:
+    return func.name.value == "sharding_strategy" and any(dotted(d.decorator) == "property" for d in func.decorators)
+
+
+def _predicates(test: cst.BaseExpression) -> set[str]:
+    """The ``ShardingStrategy`` factories an ``if`` test asks about (``s.is_replicate`` → replicate)."""
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value in PREDICATES:
+                found.add(PREDICATES[node.attr.value])
+
+    test.visit(V())
+    return found
+
+
+@dataclass
+class Placement:
+    """One V3 placement a setter's tensor-parallel branch implies."""
+
+    target: str  # dotted, from ``self``
+    function: str  # col_parallel | row_parallel
+    axis: int  # the tensor axis V2 sliced (0 for col_parallel)
+    tensor: bool  # the target is a weight tensor, not a Linear-like module
+    kind: str  # the V2 factory it came from
+
+
+@dataclass
+class SetterPlan:
+    """The V3 reading of one ``sharding_strategy`` setter."""
+
+    placements: list[Placement] = field(default_factory=list)
+    #: reasons a person must finish the layout (each becomes one TODO)
+    todos: list[str] = field(default_factory=list)
+
+
+def _branch_statements(body: cst.BaseSuite, param: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
+    """Small statements of a setter with the branch they sit in: tp | replicate | other | top."""
+
+    def walk(suite: cst.BaseSuite, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
+        if isinstance(suite, cst.SimpleStatementSuite):
+            for small in suite.body:
+                yield small, branch
+            return
+        assert isinstance(suite, cst.IndentedBlock)
+        for stmt in suite.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    yield small, branch
+            elif isinstance(stmt, cst.If):
+                yield from walk_if(stmt, branch)
+            elif isinstance(stmt, cst.BaseCompoundStatement):
+                for small in body_statements(stmt):
+                    yield small, "nested" if branch in ("top", "tp") else branch
+
+    def walk_if(node: cst.If, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
+        asked = _predicates(node.test)
+        if "tensor_parallel" in asked:
+            inner = "tp" if branch in ("top", "tp") else branch
+        elif asked == {"replicate"}:
+            inner = "replicate"
+        elif asked:
+            inner = "other"
+        else:
+            inner = "nested" if branch in ("top", "tp") else branch
+        yield from walk(node.body, inner)
+        orelse = node.orelse
+        if isinstance(orelse, cst.If):
+            yield from walk_if(orelse, branch)
+        elif isinstance(orelse, cst.Else):
+            # ``if s.is_replicate: ... else: <tp>`` — the else of a replicate test is the TP layout
+            yield from walk(orelse.body, "tp" if asked == {"replicate"} and branch in ("top", "tp") else inner)
+
+    yield from walk(body, "top")
+
+
+def target_form(where: str, facts: ClassFacts, self_placing: set[str]) -> str | None:
+    """How V3 places ``self.<x>``: linear | tensor | stacked | self (it places itself) | None (unknown)."""
+    parts = where.split(".")
+    if parts[0] != "self" or len(parts) < 2:
+        return None
+    root = parts[1]
+    callee = facts.built_by.get(root, "")
+    if callee in self_placing:
+        return "self"
+    if parts[-1] in ("weight", "bias") or (root in facts.tensors and len(parts) == 2):
+        return "tensor"
+    if len(parts) != 2:
+        return None
+    if root in facts.stacked:
+        return "stacked"
+    return "linear" if is_linear_like(callee) else None
+
+
+def setter_plan(func: cst.FunctionDef, qualname: Qualname, facts: ClassFacts, self_placing: set[str]) -> SetterPlan:
+    """The placements a setter's tensor-parallel branch (or unconditional body) assigns."""
+    plan = SetterPlan()
+    params = func.params.params
+    param = params[1].name.value if len(params) > 1 else ""
+    local = local_strategies(func, qualname)
+    for small, branch in _branch_statements(func.body, param):
+        found = strategy_assignment(small)
+        if found is None or branch in ("replicate", "other"):
+            continue
+        target, value = found
+        where = dotted(target)
+        if isinstance(value, cst.Name) and value.value == param:
+            continue  # the parent's strategy passed down: the child places itself
+        kind = strategy_kind(value, qualname)
+        if kind is None and isinstance(value, cst.Name):
+            kind = local.get(value.value)
+        if where is None or not where.startswith("self."):
+            plan.todos.append(f"place {_one_line(target)} by hand (not a self attribute)")
+            continue
+        if kind is None:
+            plan.todos.append(f"{where}: strategy {_one_line(value)} not recognised")
+            continue
+        fact = STRATEGIES[kind]
+        axis = fact.v2_axis or 0
+        if fact.v3_function is None:
+            if fact.otherwise == "todo":
+                plan.todos.append(f"{where}: {fact.why}")
+            continue
+        if branch == "nested":
+            plan.todos.append(f"{where}: {kind} under a condition; place it with {fact.v3_function} where it holds")
+            continue
+        form = target_form(where, facts, self_placing)
+        if form == "stacked":
+            plan.placements += [
+                Placement(f"{where}.{child}", fact.v3_function, axis, False, kind)
+                for child in facts.stacked[where.split(".")[1]]
+            ]
+        elif form in ("linear", "tensor"):
+            plan.placements.append(Placement(where, fact.v3_function, axis, form == "tensor", kind))
+        elif form is None:
+            plan.todos.append(f"{where}: {fact.why}, but {where} is not built as a Linear here: place its weights by hand")
+    return plan
+
+
+@dataclass
+class ClassFacts:
+    """One class's V2 sharding machinery."""
+
+    setter: cst.FunctionDef | None = None
+    getter: cst.FunctionDef | None = None
+    shard: cst.FunctionDef | None = None
+    #: ``self.<a>_shards`` → ``self.<b>`` (the one V3 module the list stood for)
+    aliases: dict[str, str] = field(default_factory=dict)
+    #: ``self`` attributes holding a V2 ``Allreduce``
+    allreduces: set[str] = field(default_factory=set)
+    #: ``self`` attributes built as tensors (``Weight(...)``)
+    tensors: set[str] = field(default_factory=set)
+    #: ``self`` attributes built as stacked q/k/v linears → their child names
+    stacked: dict[str, list[str]] = field(default_factory=dict)
+    #: ``self`` attributes built by a layer call that provably has no bias / that has one
+    bias_free: set[str] = field(default_factory=set)
+    biased: set[str] = field(default_factory=set)
+    #: ``self`` attribute → the last name of the callee that built it (``Linear``, ``linear_cls``)
+    built_by: dict[str, str] = field(default_factory=dict)
+    #: ``shard()`` clones with per-device head counts
+    head_split: bool = False
+
+
+def _stacked_children(call: cst.Call) -> list[str] | None:
+    """``StackedLinear(..., names=["q_proj", ...], stacked=False)`` → the names."""
+    kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    names = kwargs.get("names")
+    stacked = kwargs.get("stacked")
+    if not isinstance(names, cst.List) or (stacked is not None and dotted(stacked) != "False"):
+        return None
+    out = []
+    for el in names.elements:
+        if not isinstance(el.value, cst.SimpleString):
+            return None
+        out.append(el.value.evaluated_value)
+    return [n for n in out if isinstance(n, str)]
+
+
+def _may_have_bias(call: cst.Call) -> bool:
+    """A V2 layer call that may build a bias: ``has_bias=``/``bias=`` not literally False,
+    or a fifth positional argument (``Linear(in, out, dtype, device, has_bias)``)."""
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args) or len(positional) >= 5:
+        return True
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value in ("has_bias", "bias") and dotted(a.value) != "False":
+            return True
+    return False
+
+
+def _has_bias(call: cst.Call) -> bool:
+    return any(
+        a.keyword is not None and a.keyword.value in ("has_bias", "bias") and dotted(a.value) == "True" for a in call.args
+    )
+
+
+def is_linear_like(callee: str) -> bool:
+    """A callee that builds a Linear (``Linear``, ``ColumnParallelLinear``, a ``linear_cls`` parameter)."""
+    return callee.endswith("Linear") and callee != "StackedLinear" or callee in ("linear_cls", "linear")
+
+
+def setter_classes(module: cst.Module) -> set[str]:
+    """Classes of a module that define a ``sharding_strategy`` setter: they place themselves in V3."""
+    return {
+        s.name.value
+        for s in module.body
+        if isinstance(s, cst.ClassDef)
+        and any(isinstance(f, cst.FunctionDef) and _is_setter(f) for f in s.body.body)
+    }
+
+
+def row_targets_may_have_bias(placements: list[Placement], bias_free: set[str]) -> list[str]:
+    """The row-parallel targets not provably bias-free (MAX 26.7's ``row_parallel`` cannot place a bias)."""
+    out = []
+    for p in placements:
+        if p.function != "row_parallel" or p.tensor:
+            continue
+        parts = p.target.split(".")
+        if len(parts) != 2 or parts[1] not in bias_free:
+            out.append(p.target)
+    return out
+
+
+def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
+    facts = ClassFacts()
+    funcs = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
+    for func in funcs:
+        if _is_setter(func):
+            facts.setter = func
+        elif _is_getter(func):
+            facts.getter = func
+        elif func.name.value == "shard":
+            facts.shard = func
+            code = cst.Module(body=[]).code_for_node(func)
+            facts.head_split = bool(_HEAD_SPLIT_CALL.search(code))
+    for func in funcs:
+        if func.name.value == "shard":
+            continue
+        bound: dict[str, str] = {}  # local name → self attribute it is stored in
+        for small in body_statements(func.body):
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                continue
+            target = dotted(small.targets[0].target)
+            if target is None or not target.startswith("self.") or target.count(".") != 1:
+                continue
+            attr = target[5:]
+            if isinstance(small.value, cst.Name):
+                bound[small.value.value] = attr
+            elif isinstance(small.value, cst.Call):
+                if not _may_have_bias(small.value):
+                    facts.bias_free.add(attr)
+                elif _has_bias(small.value):
+                    facts.biased.add(attr)
+                callee = dotted(small.value.func) or ""
+                facts.built_by.setdefault(attr, callee.rsplit(".", 1)[-1])
+                qual = qualname(small.value.func) or ""
+                last = callee.rsplit(".", 1)[-1]
+                if last == "Allreduce" and qual.startswith("max.nn"):
+                    facts.allreduces.add(attr)
+                elif last == "Weight":
+                    facts.tensors.add(attr)
+                elif last == "StackedLinear":
+                    children = _stacked_children(small.value)
+                    if children:
+                        facts.stacked[attr] = children
+        for small in body_statements(func.body):
+            found = assigned(small)
+            if found is None:
+                continue
+            target, module = dotted(found[0]), shard_call(found[1])
+            if target is None or module is None or not target.startswith("self.") or target.count(".") != 1:
+                continue
+            source = dotted(module)
+            if source is not None and source.startswith("self.") and source.count(".") == 1:
+                facts.aliases[target[5:]] = source[5:]
+            elif source is not None and source in bound:
+                facts.aliases[target[5:]] = bound[source]
+    return facts
