@@ -373,8 +373,8 @@ def _function_nodes_by_key(source: str) -> dict[tuple[tuple[str, ...], int], ast
 
 def _reads_and_declared(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Counter[str], frozenset[str]]:
     """The names ``fn``'s body reads (nested scopes included) and those it declares global/nonlocal."""
-    declared = {n for stmt in fn.body for sub in ast.walk(stmt) if isinstance(sub, ast.Global | ast.Nonlocal) for n in sub.names}
-    return _load_names(fn), frozenset(declared)
+    declared: set[str] = set()
+    return _load_names(fn, declared), frozenset(declared)
 
 
 def _ordered_blocks(node: cst.CSTNode) -> list[cst.IndentedBlock]:
@@ -418,10 +418,31 @@ def _function_nodes(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFun
     return out
 
 
-def _load_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Counter[str]:
-    return Counter(
-        sub.id for stmt in fn.body for sub in ast.walk(stmt) if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load)
-    )
+def _load_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, declared: set[str] | None = None) -> Counter[str]:
+    """The names ``fn``'s body reads, once each (only whether a name is read matters); the
+    names it declares global/nonlocal go into ``declared``. One walk over the fields (the
+    expression contexts skipped): ``ast.walk`` costs twice as much."""
+    loads: set[str] = set()
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+                loads.add(node.id)  # type: ignore[attr-defined]
+            continue
+        if declared is not None and (kind is ast.Global or kind is ast.Nonlocal):
+            declared.update(node.names)  # type: ignore[attr-defined]
+            continue
+        for name in node._fields:
+            if name == "ctx":
+                continue
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+    return Counter(loads)
 
 
 def _map_functions(stmt: cst.BaseStatement, fn: Callable[[cst.FunctionDef], cst.FunctionDef]) -> cst.BaseStatement:
