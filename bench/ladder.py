@@ -120,8 +120,8 @@ def apply_all(tree: Path, work: Path, packages: list[str]) -> tuple[dict[str, An
     """
     ported = official_ports(tree, packages)
     start = time.perf_counter()
-    report = _apply([*(str(tree / p) for p in packages if p not in ported), "-j", "2"], work / "apply.json")
-    reports = [report]
+    unported = [str(tree / p) for p in packages if p not in ported]
+    reports = [_apply([*unported, "-j", "2"], work / "apply.json")] if unported else []
     jobs = [(p, work / "staging" / p, work / f"apply-{p}.json") for p in ported]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         reports += pool.map(lambda j: _apply([str(tree / j[0]), "--out", str(j[1]), "-j", "1"], j[2]), jobs)

@@ -66,6 +66,10 @@ def _literal(src: str) -> str:
 _PARTIAL = frozenset({"functools.partial"})
 
 
+#: StackedLinear arguments QKVLinear has no form of: dropped with a TODO naming them
+_QKV_DROPPABLE = ("linear_cls", "quant_config")
+
+
 @dataclass(frozen=True)
 class Factory:
     """A name that builds V2 layers: which layer, and how many positionals it pre-binds."""
@@ -417,7 +421,9 @@ class LayerConstructors(Codemod):
         dims = bound.args["out_dims"].value
         names = bound.args.get("names")
         defaults_ok = all(
-            source(bound.args[k].value) == v for k, v in STACKED_LINEAR_DEFAULTS.items() if k in bound.args
+            source(bound.args[k].value) == v
+            for k, v in STACKED_LINEAR_DEFAULTS.items()
+            if k in bound.args and k not in _QKV_DROPPABLE
         )
         if (
             not isinstance(dims, (cst.List, cst.Tuple))
@@ -437,6 +443,19 @@ class LayerConstructors(Codemod):
         if "stacked" in bound.args:
             new.append(as_keyword(bound.args["stacked"], "stacked"))
         func = self._ref(original.func, *QKV_LINEAR)
+        dropped = [
+            f"{k}={source(bound.args[k].value)}"
+            for k in _QKV_DROPPABLE
+            if k in bound.args and source(bound.args[k].value) != STACKED_LINEAR_DEFAULTS[k]
+        ]
+        if dropped:
+            # a factory or config parameter usually holds the default (Linear, None): the model
+            # builds either way; a custom Linear class or a quantized layout is a person's call
+            self.todo(
+                "MV343",
+                f"StackedLinear({', '.join(dropped)}) → QKVLinear, whose q/k/v children are plain V3 Linears: "
+                "when those arguments are not Linear / None (LoRA, quantized weights), port that to QKVLinear",
+            )
         self.rewrote(original, "MV343", "StackedLinear(q/k/v) → QKVLinear(...) (same q_proj/k_proj/v_proj weights)")
         return updated.with_changes(func=func, args=relayout(updated.args, new))
 
