@@ -26,7 +26,7 @@ import libcst as cst
 
 from codemods.base import Codemod, code_for, render
 from codemods.imports import _STRINGS_AND_COMMENTS
-from codemods.resolve import import_bindings
+from codemods.resolve import import_bindings, statement_blocks
 
 #: V2 runtime objects whose only use the rewrite removes (``session.load`` → ``model.compile``)
 _V2_RUNTIME = frozenset({"max.engine.InferenceSession", "max.engine.api.InferenceSession"})
@@ -358,10 +358,8 @@ def _function_nodes_by_key(source: str) -> dict[tuple[tuple[str, ...], int], ast
                     seen[key] += 1
                 walk(child.body, key)
                 continue
-            for field in ("body", "orelse", "finalbody"):
-                walk(getattr(child, field, []), path)
-            for part in (*getattr(child, "handlers", ()), *getattr(child, "cases", ())):
-                walk(part.body, path)
+            for block in statement_blocks(child):  # source order, as the libcst traversal ranks them
+                walk(block, path)
 
     try:
         tree = ast.parse(source)
@@ -409,12 +407,8 @@ def _function_nodes(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFun
     for stmt in body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             out.append(stmt)
-        for field in ("body", "handlers", "cases", "orelse", "finalbody"):
-            for child in getattr(stmt, field, ()):
-                if isinstance(child, ast.stmt):
-                    out.extend(_function_nodes([child]))
-                else:  # an except handler / a match case
-                    out.extend(_function_nodes(child.body))
+        for block in statement_blocks(stmt):
+            out.extend(_function_nodes(block))
     return out
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from codemods.base import TODO_PREFIX
+from codemods.resolve import statement_blocks
 from migrate_v3.findings import Finding
 from migrate_v3.knowledge import symbols as K
 
@@ -101,12 +102,8 @@ def _imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             yield stmt
             continue
-        for name in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list):
-                yield from _imports(inner)
-        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
-            yield from _imports(part.body)
+        for block in statement_blocks(stmt):
+            yield from _imports(block)
 
 
 def _edit(node: ast.Import | ast.ImportFrom, nn_is_v3: bool, lines: list[str]) -> _Edit:

@@ -12,6 +12,7 @@ Two interchangeable resolvers:
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
@@ -45,6 +46,21 @@ def iter_imports(body: Sequence[cst.BaseStatement]) -> Iterator[cst.Import | cst
                     yield small
         elif isinstance(stmt, cst.BaseCompoundStatement):
             yield from _iter_compound(stmt)
+
+
+def statement_blocks(stmt: ast.AST) -> Iterator[list[ast.stmt]]:
+    """The statement lists directly inside an ``ast`` compound statement, in source order
+    (``body``, except handlers / match cases, ``orelse``, ``finalbody``): the ``ast`` twin of
+    the block walk below, for code that walks statements and never expressions."""
+    body = getattr(stmt, "body", None)
+    if isinstance(body, list):
+        yield body
+    for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+        yield part.body
+    for name in ("orelse", "finalbody"):
+        tail = getattr(stmt, name, None)
+        if isinstance(tail, list) and tail:
+            yield tail
 
 
 def _iter_compound(stmt: cst.BaseCompoundStatement) -> Iterator[cst.Import | cst.ImportFrom]:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemods.resolve import statement_blocks
+
 V3_SUFFIX = "_modulev3"
 #: the exports of a module whose names can't be known statically
 ANY_NAME = frozenset({"*"})
@@ -283,9 +285,8 @@ def top_level_names(tree: ast.Module) -> set[str] | None:
             for t in targets:
                 names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            for field_name in ("body", "orelse", "handlers", "finalbody"):
-                for child in getattr(node, field_name, ()):
-                    stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+            for block in statement_blocks(node):
+                stack.extend(block)
     return names
 
 
