@@ -107,7 +107,7 @@ def official_ports(tree: Path, packages: list[str]) -> list[str]:
     return [p for p in packages if (tree / f"{p}_modulev3").is_dir()]
 
 
-def apply_all(tree: Path, work: Path, packages: list[str]) -> tuple[dict[str, Any], float]:
+def apply_all(tree: Path, work: Path, packages: list[str], ported: list[str]) -> tuple[dict[str, Any], float]:
     """apply as a user with max's official ports beside their V2 packages would; the
     merged JSON reports and the wall time.
 
@@ -118,7 +118,6 @@ def apply_all(tree: Path, work: Path, packages: list[str]) -> tuple[dict[str, An
     and migrated together they would import each other's outputs under the official
     ports' names.
     """
-    ported = official_ports(tree, packages)
     start = time.perf_counter()
     unported = [str(tree / p) for p in packages if p not in ported]
     reports = [_apply([*unported, "-j", "2"], work / "apply.json")] if unported else []
@@ -387,13 +386,13 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
                 return 2
             packages = [p for p in packages if p in args.arch]
         if args.control:
-            packages = [p for p in packages if (tree / f"{p}_modulev3").is_dir()]
+            packages = official_ports(tree, packages)
             names = {p: f"{p}_modulev3" for p in packages}
             report: dict[str, Any] = {}
             apply_s = 0.0
         else:
             ported = official_ports(tree, packages)
-            report, apply_s = apply_all(tree, work, packages)
+            report, apply_s = apply_all(tree, work, packages, ported)
             names = place(tree, work, packages, ported)
         print(f"{len(packages)} V2 architecture packages; apply {apply_s:.1f}s", file=sys.stderr, flush=True)
         rows: dict[str, dict[str, Any]] = {}

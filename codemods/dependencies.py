@@ -13,6 +13,9 @@ a TODO naming the package to migrate first.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
+
 import libcst as cst
 
 from codemods.base import Codemod
@@ -81,16 +84,9 @@ class Dependencies(Codemod):
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
         ctx = self.state.context
-        if isinstance(node.names, cst.ImportStar) or not ctx.attribute_reads:
+        if not ctx.attribute_reads:
             return
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            name = alias.name.value
-            v2 = ctx.class_attributes.get(".".join([package, *rest, name]))
-            v3 = ctx.class_attributes.get(".".join([target, *rest, name]))
-            if v2 is None or v3 is None:
-                continue
+        for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
             lost = sorted((v2 - v3) & ctx.attribute_reads)
             if lost:
                 self.todo(
@@ -102,16 +98,8 @@ class Dependencies(Codemod):
 
     def _changed_constructors(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant's ``__init__`` takes what the V2 class's calls do not pass."""
-        ctx = self.state.context
-        if isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            name = alias.name.value
-            v2 = ctx.class_signatures.get(".".join([package, *rest, name]))
-            v3 = ctx.class_signatures.get(".".join([target, *rest, name]))
-            if v2 is None or v3 is None or v2 == v3:
+        for name, v2, v3 in _class_pairs(self.state.context.class_signatures, package, target, rest, node):
+            if v2 == v3:
                 continue
             v2_names = {p.rstrip("=") for p in v2}
             v3_names = {p.rstrip("=") for p in v3}
@@ -153,3 +141,23 @@ class Dependencies(Codemod):
         if "*" in exports:
             return []
         return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
+
+
+_Fact = TypeVar("_Fact")
+
+
+def _class_pairs(
+    facts: Mapping[str, _Fact], package: str, target: str, rest: list[str], node: cst.ImportFrom
+) -> Iterator[tuple[str, _Fact, _Fact]]:
+    """(name, V2 fact, V3 fact) for each name ``node`` imports that ``facts`` knows on both sides
+    (``package.rest.Name`` and ``target.rest.Name``)."""
+    if isinstance(node.names, cst.ImportStar):
+        return
+    for alias in node.names:
+        if not isinstance(alias.name, cst.Name):
+            continue
+        name = alias.name.value
+        v2 = facts.get(".".join([package, *rest, name]))
+        v3 = facts.get(".".join([target, *rest, name]))
+        if v2 is not None and v3 is not None:
+            yield name, v2, v3

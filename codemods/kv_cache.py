@@ -79,7 +79,8 @@ class KVCache(Codemod):
         for i, stmt in enumerate(body):
             if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "trace"):
                 continue
-            if "unflatten_" not in cst.Module([]).code_for_node(stmt):
+            code = cst.Module([]).code_for_node(stmt)
+            if "unflatten_" not in code:
                 return updated
             result: cst.FunctionDef | str
             if has_own_call(body):
@@ -96,7 +97,7 @@ class KVCache(Codemod):
             else:
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")
-                self._rewrote_with_trace(original, i, cst.Module([]).code_for_node(stmt))
+                self._rewrote_with_trace(original, i, code)
                 body[i] = result
                 body = self._reorder_input_types(body, _inner_params(stmt))
             return updated.with_changes(body=updated.body.with_changes(body=body))
@@ -110,7 +111,7 @@ class KVCache(Codemod):
         at: cst.CSTNode = olds[index] if index < len(olds) else original
         self.rewrote(at, "MV382", "trace() override → forward(); the model is compiled with model.compile()")
         self.rewrote(at, "MV380", "the Graph built in trace() → forward() on Tensors")
-        if "Value" in code or "TensorValue" in code:
+        if "Value" in code:  # (TensorValue too)
             self.rewrote(at, "MV331", "trace()'s graph-value annotations → Tensor")
         if ".tensor" in code:
             self.rewrote(at, "MV373", "trace()'s .tensor unwraps dropped: forward() receives Tensors")

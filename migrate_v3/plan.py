@@ -154,36 +154,49 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
             variant = target.source.parent / f"{dep}{V3_SUFFIX}"
             if dep in v3_packages and variant not in read and variant.is_dir():
                 read.add(variant)
-                exports.update(module_exports(variant))
-                for package in (variant, target.source.parent / dep):
-                    found, inits = class_facts(package)
+                trees = module_trees(variant)  # read once for both
+                exports.update(module_exports(variant, trees))
+                for package, known in ((variant, trees), (target.source.parent / dep, None)):
+                    found, inits = class_facts(package, known)
                     attributes.update(found)
                     signatures.update(inits)
     reads = {t.name: _attribute_reads(t) for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}}
     return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures)
 
 
-def module_exports(package: Path) -> dict[str, frozenset[str]]:
-    """Dotted module → names it binds at top level, for every module of ``package``.
+ModuleTrees = list[tuple[tuple[str, ...], ast.Module | None]]
+
+
+def module_trees(package: Path) -> ModuleTrees:
+    """(dotted module parts, parsed tree or None when unreadable) for every module of ``package``."""
+    out: ModuleTrees = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        try:
+            out.append((parts, ast.parse(path.read_text(encoding="utf-8"))))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            out.append((parts, None))
+    return out
+
+
+def module_exports(package: Path, trees: ModuleTrees | None = None) -> dict[str, frozenset[str]]:
+    """Dotted module → names it binds at top level, for every module of ``package``
+    (``trees``: its ``module_trees``, when already read).
 
     A module whose names can't be known statically (``from x import *``,
     ``__getattr__``, unparsable) maps to ``ANY_NAME``: its imports are not checked.
     """
     out: dict[str, frozenset[str]] = {}
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package.parent).with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-            out[".".join(parts)] = ANY_NAME
-            continue
-        names = top_level_names(tree)
+    for parts, tree in module_trees(package) if trees is None else trees:
+        names = None if tree is None else top_level_names(tree)
         out[".".join(parts)] = ANY_NAME if names is None else frozenset(names)
     return out
 
 
-def class_facts(package: Path) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+def class_facts(
+    package: Path, trees: ModuleTrees | None = None
+) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
     """For each class of ``package`` (``pkg.module.Class``): the names its instances
     have that the class itself defines — class-level assignments and annotations
     (dataclass fields), methods, ``self.x = ...`` in its methods, and the same of
@@ -194,14 +207,10 @@ def class_facts(package: Path) -> tuple[dict[str, frozenset[str]], dict[str, tup
     """
     out: dict[str, frozenset[str]] = {}
     inits: dict[str, tuple[str, ...]] = {}
-    if not package.is_dir():
+    if trees is None and not package.is_dir():
         return out, inits
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package.parent).with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+    for parts, tree in module_trees(package) if trees is None else trees:
+        if tree is None:
             continue
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         for name, node in classes.items():
