@@ -115,8 +115,9 @@ def _cpu() -> float:
 def timing(rounds: int = 3) -> None:
     """apply vs libcst parse+print over the same files, ``rounds`` interleaved rounds.
 
-    Each round measures the baseline, apply -j 1 (with and without positions)
-    and apply -j 2, so every round's ratios share that moment's machine load;
+    Each round measures the baseline, apply -j 1 as the CLI runs it by default
+    (no rewrite positions: only ``--report`` prints them), with positions (as
+    ``--report`` runs it) and apply -j 2, so every round's ratios share that moment's machine load;
     the summary gives each number's best round and the ratios of the bests.
     """
     import libcst as cst
@@ -151,19 +152,19 @@ def timing(rounds: int = 3) -> None:
 
         print(f"libcst {libcst_version()}; {len(files)} files, {sum(map(len, sources)) / 1e6:.1f} MB; {rounds} rounds; "
               f"CPU = this process + its -j workers")
-        names = ["parse+print", "apply -j 1", "apply -j 1 (no positions)", "apply -j 2", "apply -j 1 (slow path)"]
+        names = ["parse+print", "apply -j 1", "apply -j 1 --report", "apply -j 2", "apply -j 1 (slow path)"]
         results: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
         for r in range(rounds):
             load = os.getloadavg()[0]
             results[names[0]].append(baseline())
-            results[names[1]].append(run(1, positions=True))
-            results[names[2]].append(run(1, positions=False))
-            results[names[3]].append(run(2, positions=True))
-            results[names[4]].append(run(1, positions=True, slow=True))
+            results[names[1]].append(run(1, positions=False))
+            results[names[2]].append(run(1, positions=True))
+            results[names[3]].append(run(2, positions=False))
+            results[names[4]].append(run(1, positions=False, slow=True))
             (bw, bc), (w, c), (wn, cn), (w2, c2), (_, cs) = (results[n][-1] for n in names)
             print(f"round {r + 1} (load {load:.2f} → {os.getloadavg()[0]:.2f}): parse+print wall {bw:.1f}s cpu {bc:.1f}s | "
                   f"apply -j1 wall {w:.1f}s ({w / bw:.2f}x) cpu {c:.1f}s ({c / bc:.2f}x) | "
-                  f"no positions cpu {cn:.1f}s ({cn / bc:.2f}x) | -j2 wall {w2:.1f}s ({w / w2:.2f}x faster), cpu {c2:.1f}s | "
+                  f"--report cpu {cn:.1f}s ({cn / bc:.2f}x) | -j2 wall {w2:.1f}s ({w / w2:.2f}x faster), cpu {c2:.1f}s | "
                   f"slow path cpu {cs:.1f}s ({cs / bc:.2f}x)",
                   flush=True)
         best = {n: (min(w for w, _ in v), min(c for _, c in v)) for n, v in results.items()}

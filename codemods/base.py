@@ -113,6 +113,9 @@ class FileState:
     renamed_exports: dict[str, str] = field(default_factory=dict)
     #: code of rendered statements by id (the statement is kept alive with it)
     rendered: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
+    #: the same code with comments and plain strings blanked (``codemods.imports.blanked_code``)
+    blanked: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
+    blanked_source: str | None = None
     #: passes over the final code text, in order (``Residual``'s comments)
     text_passes: list[Callable[[str], str]] = field(default_factory=list)
     #: ids of (original) classes subclassing a V2 layer whose ``super().__init__`` was mapped to V3 (or flagged)
@@ -379,6 +382,47 @@ def _plan(hooked: frozenset[str]) -> tuple[frozenset[str], dict[type, frozenset[
     }
     _PLANS[hooked] = (frozenset(live), walk)
     return _PLANS[hooked]
+
+
+def nodes_of(
+    root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...], skip: tuple[type[cst.CSTNode], ...] = ()
+) -> list[cst.CSTNode]:
+    """Every node of ``kinds`` in ``root``'s subtree (``root`` included), not inside a ``skip``
+    node; in no particular order.
+
+    Only the fields that can hold such a node are walked (the Engine's plan); a
+    ``CSTVisitor`` would pass every node, rebuilding each. Without the grammar
+    (see :func:`fast_path_problem`) libcst's visitor does the walk.
+    """
+    found: list[cst.CSTNode] = []
+    g = grammar()
+    if g is None:
+
+        class _Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, skip):
+                    return False
+                if isinstance(node, kinds):
+                    found.append(node)
+                return True
+
+        root.visit(_Collect())
+        return found
+    _, walk = _plan(frozenset(k.__name__ for k in kinds))
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if skip and isinstance(node, skip):
+            continue
+        if isinstance(node, kinds):
+            found.append(node)
+        for name in walk.get(type(node), ()):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                stack.append(value)
+            elif isinstance(value, tuple | list):
+                stack.extend(value)
+    return found
 
 
 class Engine(cst.CSTTransformer):

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.base import nodes_of
+
 _GRAPH = ("max.graph.Graph", "max.graph.graph.Graph")
 _TENSOR_TYPE = ("max.graph.TensorType", "max.graph.type.TensorType")
 _DEVICE_REF = ("max.graph.DeviceRef", "max.graph.type.DeviceRef")
@@ -154,15 +156,7 @@ def _arity(ann: cst.BaseExpression | None) -> int | None:
 
 
 def _mentions(node: cst.CSTNode, qualname: Qualname, targets: tuple[str, ...]) -> bool:
-    hit = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal hit
-            hit = hit or qualname(n) in targets
-
-    node.visit(_V())
-    return hit
+    return any(isinstance(n, cst.Name) and qualname(n) in targets for n in nodes_of(node, (cst.Name,)))
 
 
 def _expr_stmt(stmt: cst.BaseStatement) -> cst.BaseSmallStatement | None:

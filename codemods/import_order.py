@@ -36,8 +36,13 @@ from functools import lru_cache
 
 import libcst as cst
 
-from codemods.base import Codemod, TransformContext, code_for, render
-from codemods.imports import _IMPORT_STMT, _STRINGS_AND_COMMENTS, _alias_name, _is_import_line
+from codemods.base import Codemod, TransformContext, code_for
+from codemods.imports import (
+    _alias_name,
+    _is_import_line,
+    blanked_code,
+    blanked_source,
+)
 from codemods.registration import Registration
 from codemods.resolve import import_bindings, module_name
 
@@ -114,12 +119,6 @@ def sort_key(stmt: cst.SimpleStatementLine) -> tuple[object, ...]:
 
 
 _REFERENCE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
-
-
-def references(code: str) -> set[str]:
-    """Names ``code`` refers to: identifiers outside comments and plain strings, less
-    attribute names (``F.avg_pool2d`` does not use an imported ``avg_pool2d``)."""
-    return set(_REFERENCE.findall(_STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)))
 
 
 def _bound(body: Sequence[cst.BaseStatement]) -> set[str]:
@@ -238,10 +237,11 @@ class ImportOrder(Codemod):
         renamed_from = state.context.renamed_from
         # (imports release_names already rewrote count as touched: compare with the source before it)
         first = original if renamed_from is None else cst.parse_module(renamed_from)
-        before = {self._code(s) for s in first.body if _is_import_line(s)}
+        before_stmts = {id(s): s for s in first.body if _is_import_line(s)}  # (kept: an unchanged one is itself)
+        before = {self._code(s) for s in before_stmts.values()}
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import_line(s)])
-        used_after = references(render(rest, state))
-        used_before = references(_IMPORT_STMT.sub(" ", state.source))
+        used_after = set(_REFERENCE.findall(blanked_code(rest, state)))
+        used_before = set(_REFERENCE.findall(blanked_source(state)))
         # an import a rewrite asked for and did not use in the end goes too
         used_before |= {alias or name for _, name, alias in state.needed_imports} - _bound(original.body)
         body: list[cst.BaseStatement] = []
@@ -262,7 +262,7 @@ class ImportOrder(Codemod):
                 continue
             if not blocks or blocks[-1][1] != len(body):
                 blocks.append((len(body), len(body)))
-            if self._code(kept) not in before:
+            if before_stmts.get(id(kept)) is not kept and self._code(kept) not in before:
                 touched.add(len(body))
             body.append(kept)
             blocks[-1] = (blocks[-1][0], len(body))

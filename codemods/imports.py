@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods.base import TODO_PREFIX, Codemod, attach_todos, render
+from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos, render
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge.layers import (
@@ -40,10 +40,35 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IMPORT_STMT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|from[ \t]+[\w.]+[ \t]+import[^\n]*|import[ \t][^\n]*)", re.M)
 
 
-def identifiers(code: str) -> set[str]:
-    """Identifiers used in ``code`` outside comments and plain string literals."""
-    code = _STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)
-    return set(_IDENT.findall(code))
+def blank(code: str) -> str:
+    """``code`` with its comments and plain strings blanked (an f-string's prefix and quote
+    stay, so the names in its expressions still count)."""
+    return _STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)
+
+
+def blanked_code(module: cst.Module, state: FileState) -> str:
+    """``blank(render(module, state))`` less the header and footer (comment lines only),
+    each top-level statement blanked once per file: ``Imports`` and ``ImportOrder`` read
+    the same statements."""
+    code = render(module, state)
+    rendered, cache = state.rendered, state.blanked
+    parts = []
+    for stmt in module.body:
+        hit = cache.get(id(stmt))
+        if hit is None:
+            text = rendered.get(id(stmt))
+            if text is None:  # render printed the module whole (libcst's own rule)
+                return blank(code)
+            hit = cache[id(stmt)] = (stmt, blank(text[1]))
+        parts.append(hit[1])
+    return "".join(parts)
+
+
+def blanked_source(state: FileState) -> str:
+    """The file's source without its import statements, blanked (once per file)."""
+    if state.blanked_source is None:
+        state.blanked_source = blank(_IMPORT_STMT.sub(" ", state.source))
+    return state.blanked_source
 
 
 def v3_home(symbol: str) -> tuple[str, str] | None:
@@ -113,8 +138,8 @@ class Imports(Codemod):
         state = self.state
         body = list(updated.body)
         rest = updated.with_changes(body=[s for s in body if not _is_import_line(s)])
-        used_after = identifiers(render(rest, state))
-        used_before = identifiers(_IMPORT_STMT.sub(" ", state.source))
+        used_after = set(_IDENT.findall(blanked_code(rest, state)))
+        used_before = set(_IDENT.findall(blanked_source(state)))
         needed: dict[str, set[tuple[str, str | None]]] = {}
         for module, name, alias in sorted(state.needed_imports, key=lambda t: (t[0], t[1], t[2] or "")):
             needed.setdefault(module, set()).add((name, alias))

@@ -27,8 +27,8 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos, render
-from codemods.imports import identifiers
+from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.imports import _IDENT, blanked_code
 
 _BASES = {
     "PipelineModel": "ModuleV3PipelineModel",
@@ -88,7 +88,7 @@ class PipelineModels(Codemod):
         if not self.rewritten:
             return updated
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import(s)])
-        used = identifiers(render(rest, self.state))
+        used = set(_IDENT.findall(blanked_code(rest, self.state)))
         body: list[cst.BaseStatement] = []
         carry: list[cst.EmptyLine] = []  # leading lines of a dropped import
         for stmt in updated.body:

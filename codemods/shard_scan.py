@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.base import nodes_of
 from codemods.resolve import dotted
 from migrate_v3.knowledge.sharding import PREDICATES, STRATEGIES
 
@@ -130,15 +131,11 @@ def _is_getter(func: cst.FunctionDef) -> bool:
 
 def _predicates(test: cst.BaseExpression) -> set[str]:
     """The ``ShardingStrategy`` factories an ``if`` test asks about (``s.is_replicate`` → replicate)."""
-    found: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if node.attr.value in PREDICATES:
-                found.add(PREDICATES[node.attr.value])
-
-    test.visit(V())
-    return found
+    return {
+        PREDICATES[node.attr.value]
+        for node in nodes_of(test, (cst.Attribute,))
+        if isinstance(node, cst.Attribute) and node.attr.value in PREDICATES
+    }
 
 
 @dataclass

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods.base import TODO_PREFIX, Codemod, FileState
+from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of
 from codemods.resolve import dotted
 from codemods.shard_scan import (
     ClassFacts,
@@ -685,29 +685,17 @@ def _bias_guard(biased: list[str], placements: list[cst.BaseStatement]) -> cst.I
 
 def _self_attributes(node: cst.CSTNode) -> set[str]:
     """The ``x`` of every ``self.x`` read in ``node`` (assignment targets excluded)."""
-    found: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
-            return False
-
-        def visit_Attribute(self, attr: cst.Attribute) -> None:
-            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
-                found.add(attr.attr.value)
-
-    node.visit(V())
-    return found
+    return {
+        attr.attr.value
+        for attr in nodes_of(node, (cst.Attribute,), skip=(cst.AssignTarget,))
+        if isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name) and attr.value.value == "self"
+    }
 
 
 def _mentions_strategy(body: list[cst.BaseStatement]) -> bool:
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            if node.attr.value in ("sharding_strategy", "_sharding_strategy") and dotted(node.value) == "self":
-                found = True
-
-    for stmt in body:
-        stmt.visit(V())
-    return found
+    return any(
+        isinstance(node, cst.Attribute) and node.attr.value in ("sharding_strategy", "_sharding_strategy")
+        and dotted(node.value) == "self"
+        for stmt in body
+        for node in nodes_of(stmt, (cst.Attribute,))
+    )

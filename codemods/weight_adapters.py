@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import Codemod, nodes_of
 
 _RENAMES = frozenset({"removeprefix", "removesuffix", "replace", "sub"})
 _MESSAGE = (
@@ -38,16 +38,10 @@ def _takes_state_dict(func: cst.FunctionDef) -> bool:
 
 
 def _renames_keys(func: cst.FunctionDef) -> bool:
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _RENAMES:
-                found = True
-
-    func.body.visit(_V())
-    return found
+    return any(
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _RENAMES
+        for node in nodes_of(func.body, (cst.Call,))
+    )
 
 
 class WeightAdapters(Codemod):

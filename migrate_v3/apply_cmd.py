@@ -185,7 +185,8 @@ def apply(
     verbose: bool,
 ) -> None:
     """Write a ModuleV3 variant beside each V2 package (foo_modulev3/) or file (x_modulev3.py)."""
-    context = TransformContext(unsafe_fixes=unsafe_fixes, precise_names=precise_names)
+    # a rewrite's line and column appear only in the report: without one, no codegen for them
+    context = TransformContext(unsafe_fixes=unsafe_fixes, precise_names=precise_names, positions=report_path is not None)
     report = apply_paths(
         list(paths), out=out, force=force, diff=show_diff, jobs=jobs, context=context, register=register
     )

@@ -68,3 +68,27 @@ def test_terminal_table_keeps_whole_paths(pkg: Path, monkeypatch: pytest.MonkeyP
     assert max(len(line) for line in text.splitlines() if "│" in line) <= 80
     cells = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│"))
     assert f"models/{LONG}/model.py" in cells
+
+
+def test_rewrite_positions_are_computed_only_for_a_report(pkg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ``--report`` prints where each rewrite was: without it, apply spends no codegen on that."""
+    import json
+
+    import migrate_v3.pipeline as pipeline
+
+    calls: list[int] = []
+    real = pipeline.positions
+
+    def counted(module, nodes):  # type: ignore[no-untyped-def]
+        calls.append(len(nodes))
+        return real(module, nodes)
+
+    monkeypatch.setattr(pipeline, "positions", counted)
+    plain = CliRunner().invoke(apply, [f"models/{LONG}"])
+    assert plain.exit_code == 1 and "Wrote " in plain.stdout
+    assert calls == []
+    shutil.rmtree(pkg.parent / f"{LONG}_modulev3")
+    reported = CliRunner().invoke(apply, [f"models/{LONG}", "--report", "r.json"])
+    assert reported.exit_code == 1 and calls
+    rewrites = [r for f in json.loads(Path("r.json").read_text())["files"] for r in f["rewrites"]]
+    assert rewrites and any(r["line"] > 0 for r in rewrites)
