@@ -238,7 +238,7 @@ class ImportOrder(Codemod):
         # (imports release_names already rewrote count as touched: compare with the source before it)
         first = original if renamed_from is None else cst.parse_module(renamed_from)
         before_stmts = {id(s): s for s in first.body if _is_import_line(s)}  # (kept: an unchanged one is itself)
-        before = {self._code(s) for s in before_stmts.values()}
+        before: set[str] | None = None  # their code, printed when a statement is not one of them
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import_line(s)])
         used_after = set(_REFERENCE.findall(blanked_code(rest, state)))
         used_before = set(_REFERENCE.findall(blanked_source(state)))
@@ -262,8 +262,11 @@ class ImportOrder(Codemod):
                 continue
             if not blocks or blocks[-1][1] != len(body):
                 blocks.append((len(body), len(body)))
-            if before_stmts.get(id(kept)) is not kept and self._code(kept) not in before:
-                touched.add(len(body))
+            if before_stmts.get(id(kept)) is not kept:
+                if before is None:
+                    before = {self._code(s) for s in before_stmts.values()}
+                if self._code(kept) not in before:
+                    touched.add(len(body))
             body.append(kept)
             blocks[-1] = (blocks[-1][0], len(body))
         for start, end in reversed(blocks):

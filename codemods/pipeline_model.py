@@ -27,7 +27,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.imports import _IDENT, blanked_code
 
 _BASES = {
@@ -274,8 +274,12 @@ class PipelineModels(Codemod):
 
     def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
         """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
-        if "load_graphs" not in self.state.source and "execute" not in self.state.source:
-            return func  # neither pattern can occur: skip the walk
+        if not any(
+            isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("load_graphs", "execute")
+            for call in nodes_of(func, (cst.Call,))
+        ):
+            return func  # neither pattern can occur: skip the rewriting walk
         return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
 
 

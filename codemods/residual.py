@@ -131,7 +131,7 @@ PROSE_MESSAGE = "the docstring calls this code V2: say what the ModuleV3 code do
 def prose_findings(tree: ast.Module) -> list[Finding]:
     """MV304 at every docstring that calls the (now migrated) code V2: prose is not rewritten."""
     out = []
-    for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef))]:
+    for node in [tree, *(n for n in statements(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef))]:
         body = node.body
         first = body[0] if body else None
         if (
