@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 import libcst as cst
 
@@ -241,15 +241,23 @@ class DeadLocals(Codemod):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if not self.pending:
             return updated
-        try:
-            tree = ast.parse(render(updated, self.state))
-        except (SyntaxError, ValueError):
-            return updated
-        after = _function_nodes(tree.body)
-        functions = [f for s in updated.body for f in _functions(s)]
-        if len(after) != len(functions):
-            return updated
-        reads = {id(f): _load_names(a) for f, a in zip(functions, after, strict=True) if id(f) in self.pending}
+        whole = render(updated, self.state)  # (the final print reuses each statement's code)
+        reads: dict[int, Counter[str]] = {}
+        for stmt in updated.body:
+            functions = _functions(stmt)
+            if not any(id(f) in self.pending for f in functions):
+                continue
+            # only the top-level statements that hold a pending function are parsed
+            hit = self.state.rendered.get(id(stmt))
+            if hit is None:  # render printed the module whole (libcst's own rule): parse that
+                reads = _reads_in_module(whole, updated, self.pending)
+                break
+            try:
+                after = _function_nodes(ast.parse(hit[1]).body)
+            except (SyntaxError, ValueError):
+                continue
+            if len(after) == len(functions):
+                reads.update((id(f), _load_names(a)) for f, a in zip(functions, after, strict=True) if id(f) in self.pending)
         if not reads:
             return updated
 
@@ -367,6 +375,19 @@ def _function_nodes_by_key(source: str) -> dict[tuple[tuple[str, ...], int], ast
         return out
     walk(tree.body, ())
     return out
+
+
+def _reads_in_module(code: str, module: cst.Module, pending: Container[int]) -> dict[int, Counter[str]]:
+    """The names each pending function of ``module`` reads, from ``ast`` over its whole ``code``."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return {}
+    after = _function_nodes(tree.body)
+    functions = [f for s in module.body for f in _functions(s)]
+    if len(after) != len(functions):
+        return {}
+    return {id(f): _load_names(a) for f, a in zip(functions, after, strict=True) if id(f) in pending}
 
 
 def _reads_and_declared(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Counter[str], frozenset[str]]:
