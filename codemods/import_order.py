@@ -75,6 +75,7 @@ def _aliases(small: cst.ImportFrom) -> list[tuple[str, str | None]]:
 
 
 _KEYS: dict[int, tuple[cst.SimpleStatementLine, int, tuple[object, ...], str]] = {}
+_CODES: dict[int, tuple[cst.BaseStatement, str]] = {}
 
 
 def _keys(stmt: cst.SimpleStatementLine) -> tuple[int, tuple[object, ...], str]:
@@ -274,13 +275,19 @@ class ImportOrder(Codemod):
             block = [s for s in body[start:end] if isinstance(s, cst.SimpleStatementLine)]
             body[start:end] = _space_comments(self._arrange(block, mine), False) if mine else _space_comments(block, True)
         _KEYS.clear()
+        _CODES.clear()
         return updated.with_changes(body=body)
 
     @staticmethod
     def _code(stmt: cst.BaseStatement) -> str:
-        """The statement's code without its leading lines (its comments inside included)."""
+        """The statement's code without its leading lines (its comments inside included),
+        printed once per statement object while a module is arranged."""
         assert isinstance(stmt, cst.SimpleStatementLine)
-        return ";".join(code_for(_EMPTY, small) for small in stmt.body) + code_for(_EMPTY, stmt.trailing_whitespace)
+        hit = _CODES.get(id(stmt))
+        if hit is None or hit[0] is not stmt:
+            code = ";".join(code_for(_EMPTY, small) for small in stmt.body) + code_for(_EMPTY, stmt.trailing_whitespace)
+            hit = _CODES[id(stmt)] = (stmt, code)
+        return hit[1]
 
     def _drop_unused(
         self, stmt: cst.SimpleStatementLine, used_before: set[str], used_after: set[str]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 import libcst as cst
 
@@ -327,13 +328,19 @@ class Imports(Codemod):
         for name, code in self.state.helpers.items():
             if name in defined:
                 continue
-            helper = list(cst.parse_module(code).body)
+            helper = list(_helper_statements(code))
             head = helper[0]
             assert isinstance(head, cst.ClassDef)
             first = head.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
             body = body[:at] + [first, *helper[1:]] + body[at:]
             self.rewrote(first, "MV341", f"added {name}")
         return body
+
+
+@lru_cache(maxsize=64)
+def _helper_statements(code: str) -> Sequence[cst.BaseStatement]:
+    """(Nodes are immutable: a helper's code is parsed once per process.)"""
+    return cst.parse_module(code).body
 
 
 def _alias_name(alias: cst.ImportAlias) -> str:
