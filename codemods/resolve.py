@@ -17,7 +17,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import libcst as cst
-from libcst._metadata_dependent import LazyValue
 from libcst.metadata import QualifiedName, QualifiedNameSource
 
 
@@ -139,7 +138,7 @@ class ScopeResolver:
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         names = self.names.get(node, ())
-        if isinstance(names, LazyValue):
+        if callable(names):  # newer libcst resolves this provider lazily: a value to call
             names = names()
         for q in sorted(names, key=lambda q: q.name):
             if q.source is QualifiedNameSource.IMPORT:
