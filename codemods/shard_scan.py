@@ -10,7 +10,6 @@ any of them, so this module reads a class once, on the original tree.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -25,8 +24,13 @@ Qualname = Callable[[cst.BaseExpression], "str | None"]
 #: Calls that clone a module per device with per-device head counts: a class
 #: whose ``shard()`` uses one computes with local sizes in its forward.
 HEAD_SPLITTERS = frozenset({"num_heads_for_device", "_compute_shard_range"})
-# a call of one (``x.num_heads_for_device(`` too), found in the printed method: no visitor per node
-_HEAD_SPLIT_CALL = re.compile(r"(?<![\w])(?:" + "|".join(sorted(HEAD_SPLITTERS)) + r")\s*\(")
+
+
+def _calls_head_splitter(call: cst.CSTNode) -> bool:
+    """A call of one of them (``x.num_heads_for_device(...)`` too; not a name in a comment)."""
+    func = call.func if isinstance(call, cst.Call) else None
+    name = func.attr if isinstance(func, cst.Attribute) else func
+    return isinstance(name, cst.Name) and name.value in HEAD_SPLITTERS
 
 
 def strategy_kind(expr: cst.BaseExpression, qualname: Qualname) -> str | None:
@@ -355,8 +359,7 @@ def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
             facts.getter = func
         elif func.name.value == "shard":
             facts.shard = func
-            code = cst.Module(body=[]).code_for_node(func)
-            facts.head_split = bool(_HEAD_SPLIT_CALL.search(code))
+            facts.head_split = any(_calls_head_splitter(call) for call in nodes_of(func, (cst.Call,)))
     for func in funcs:
         if func.name.value == "shard":
             continue
