@@ -213,3 +213,18 @@ def test_release_names_outputs_import_what_max_26_7_has() -> None:
     assert built["v3_26_1"][:2] == ["blocks.0.bias", "blocks.0.weight"]
     assert built["legacy_26_1"] == ["layers.0.weight", "layers.1.weight", "norm.weight"]
     assert built["module_v3_25x"][:2] == ["layers.0.bias", "layers.0.weight"]
+
+
+def test_head_split_is_a_call_not_a_word_in_a_comment() -> None:
+    """``shard()`` splits heads when it calls a head splitter; the name in a comment or a string is not one."""
+    from codemods.shard_scan import class_facts
+
+    def facts(shard_body: str) -> bool:
+        code = f"class A:\n    def shard(self, devices):\n{shard_body}        return []\n"
+        node = cst.parse_module(code).body[0]
+        assert isinstance(node, cst.ClassDef)
+        return class_facts(node, lambda n: None).head_split
+
+    assert facts("        n = self.kv_params.num_heads_for_device(0)\n")
+    assert facts("        lo, hi = _compute_shard_range(8, 2, 0)\n")
+    assert not facts("        # unlike num_heads_for_device(i), keep every head\n        x = 'num_heads_for_device('\n")
