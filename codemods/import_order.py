@@ -32,13 +32,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from functools import lru_cache
 
 import libcst as cst
 
 from codemods.base import Codemod, TransformContext, code_for
 from codemods.imports import (
     _alias_name,
+    _import_line,
     _is_import_line,
     blanked_code,
     blanked_source,
@@ -141,28 +141,20 @@ def _has_comment(stmt: cst.SimpleStatementLine) -> bool:
     return any(line.comment for line in stmt.leading_lines) or "#" in ImportOrder._code(stmt)
 
 
-@lru_cache(maxsize=4096)
-def _parse(code: str) -> cst.SimpleStatementLine:
-    """(Nodes are immutable: the same import line is parsed once per process.)"""
-    stmt = cst.parse_statement(code)
-    assert isinstance(stmt, cst.SimpleStatementLine)
-    return stmt
-
-
 def layout(module: str, names: Sequence[tuple[str, str | None]], vertical: bool = False) -> cst.SimpleStatementLine:
     """``from module import names`` on one line when it fits, else one name per line."""
     parts = [n if a is None or a == n else f"{n} as {a}" for n, a in names]
     line = f"from {module} import {', '.join(parts)}"
     if not vertical and len(line) <= LINE_LIMIT:
-        return _parse(line + "\n")
-    return _parse(f"from {module} import (\n" + "".join(f"    {p},\n" for p in parts) + ")\n")
+        return _import_line(line + "\n")
+    return _import_line(f"from {module} import (\n" + "".join(f"    {p},\n" for p in parts) + ")\n")
 
 
 def canonical(stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
     """A comment-free touched import statement as ruff writes it (maybe several statements)."""
     small = stmt.body[0]
     if isinstance(small, cst.Import):
-        return [_parse(f"import {code_for(cst.Module(body=[]), a.with_changes(comma=cst.MaybeSentinel.DEFAULT))}\n") for a in small.names]
+        return [_import_line(f"import {code_for(cst.Module(body=[]), a.with_changes(comma=cst.MaybeSentinel.DEFAULT))}\n") for a in small.names]
     assert isinstance(small, cst.ImportFrom)
     if isinstance(small.names, cst.ImportStar):
         return [stmt]

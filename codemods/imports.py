@@ -96,7 +96,13 @@ def _is_import_line(stmt: cst.BaseStatement) -> bool:
 
 def _import_from(module: str, names: Sequence[tuple[str, str | None]]) -> cst.SimpleStatementLine:
     parts = ", ".join(n if a is None or a == n else f"{n} as {a}" for n, a in names)
-    stmt = cst.parse_statement(f"from {module} import {parts}\n")
+    return _import_line(f"from {module} import {parts}\n")
+
+
+@lru_cache(maxsize=4096)
+def _import_line(code: str) -> cst.SimpleStatementLine:
+    """(Nodes are immutable: the same import line is parsed once per process.)"""
+    stmt = cst.parse_statement(code)
     assert isinstance(stmt, cst.SimpleStatementLine)
     return stmt
 
