@@ -7,8 +7,9 @@ give every parameter the same name and the same shape on every device. No
 kernels run: V2 shapes come from staging each strategy in an empty graph,
 V3 shapes from the placements. Covered: each rewritten pattern of
 ``fixtures/sharding`` and the distributed decoders of max's mistral and
-llama3 packages, at tp = 2 and 4; the migrated DistributedMistral also
-stages (``Module.trace``) on the mesh.
+llama3 packages and its dense Qwen3 (tensor parallel in the one class), at
+tp = 2 and 4; the migrated DistributedMistral also stages (``Module.trace``)
+on the mesh.
 
 V2 distributed layers open accelerator handles at construction (``Allreduce``)
 and refuse CPU devices (tensor-parallel attention), so the V2 side is built
@@ -260,14 +261,14 @@ def test_head_split_attention_places_and_stages(patterns: tuple[ModuleType, Modu
 
 @pytest.fixture(scope="module")
 def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    """max's ``mistral`` and ``llama3`` copied into package ``sharchs`` and migrated in one apply run."""
+    """max's ``mistral``, ``llama3`` and ``qwen3`` copied into package ``sharchs`` and migrated in one apply run."""
     import max.pipelines.architectures as installed
 
     root = tmp_path_factory.mktemp("shard_archs")
     pkg = root / "sharchs"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    names = ("mistral", "llama3")
+    names = ("mistral", "llama3", "qwen3")
     for name in names:
         shutil.copytree(Path(installed.__file__).parent / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
     report = apply_paths([pkg / name for name in names], out=pkg, jobs=1)
@@ -309,10 +310,17 @@ def _llama3_args(devices: list[Any]) -> dict[str, Any]:
     )
 
 
+def _qwen3_args(devices: list[Any]) -> dict[str, Any]:
+    """Dense Qwen3 (one class for one device and tensor parallel), with grouped-query heads:
+    8 query heads of ``kv_params.head_dim`` 4 (q_proj 32 wide on a 16-wide model), 4 KV heads."""
+    return {**_llama3_args(devices), "num_attention_heads": 8}
+
+
 DECODERS = {
     # arch: (module with the distributed class, class, config module, config class, config args)
     "mistral": ("distributed_mistral", "DistributedMistral", "model_config", "MistralConfig", _mistral_args),
     "llama3": ("distributed_llama", "DistributedLlama3", "model_config", "Llama3Config", _llama3_args),
+    "qwen3": ("qwen3", "Qwen3", "model_config", "Qwen3Config", _qwen3_args),
 }
 
 
