@@ -419,3 +419,44 @@ def test_weights_plan_reads_the_migrated_modules_placements(archs: ModuleType, t
             kind = "column" if param.placement.axis == 0 else "row"
             expected[kind] += 4 * math.prod(param.placement.shard_shapes[0])  # float32, device 0's shard
     assert kinds["column"][0] == expected["column"] and kinds["row"][0] == expected["row"]
+
+
+@pytest.mark.needs_max
+@pytest.mark.parametrize("n", [2, 4])
+def test_migrated_qwen3_block_stages_on_a_cpu_mesh(archs: ModuleType, n: int) -> None:
+    """A block of the migrated tensor-parallel Qwen3 (placed q/k/v/o and MLP, per-head q/k norms,
+    Replicated transfers for V2's allreduces) stages on the mesh: the per-device kernels run once
+    per device, each on its own slice of the fused q/k/v (V2's per-device head counts)."""
+    import re
+
+    from max import tree
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.nn.common_layers.kv_cache import PagedCacheValues
+    from max.experimental.sharding import DeviceMapping, TensorLayout
+    from max.graph import DeviceRef, TensorType
+
+    _, v3 = _decoders(archs, "qwen3", n)
+    kv_params = _kv([DeviceRef.CPU() for _ in range(n)])
+    mesh = _mesh(n)
+    block, rope = v3.layers[0], v3.rope
+
+    class Root(Module[..., Any]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = block
+
+        def forward(self, x: Any, input_row_offsets: Any, *kv: Any) -> Any:
+            per_device = kv_params.unflatten_kv_inputs(iter(t._graph_value for t in kv))
+            collection = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
+            layer = F.constant(0, DType.uint32, device=CPU())
+            return self.block(layer, x, collection, rope.freqs_cis.to(mesh), input_row_offsets.to(mesh), None)
+
+    x = TensorLayout(DType.float32, ["tokens", 16], DeviceMapping.replicated(mesh))
+    offsets = TensorType(DType.uint32, ["offsets"], DeviceRef.CPU())
+    staged = str(Root().trace(x, offsets, *tree.leaves(kv_params.get_symbolic_inputs())))
+    widths = re.findall(r'"mo\.rope_split_store\.ragged\.paged".*?: \(!mo\.tensor<\[tokens, (\d+)\]', staged)
+    assert widths == [str((8 + 4 + 4) * 4 // n)] * n, widths  # (q + k + v heads) * head_dim, split n ways
+    assert staged.count('"mo.mha.ragged.paged"') == n
