@@ -119,6 +119,51 @@ def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None
 
 
+def computes_on(elt: cst.BaseExpression, name: str) -> bool:
+    """``name`` occurs in ``elt`` only as a value computed with: an operand (``h * k``, ``-h``), a
+    call argument (``f(h)``) or a method's receiver (``h.cast(t)``); never read for an attribute
+    (``h.device``) or as the whole element. Such an element means the same on one distributed Tensor."""
+    if isinstance(elt, cst.Name):
+        return False
+    allowed: set[int] = set()
+    uses = 0
+    ok = True
+
+    def is_it(node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.Name) and node.value == name
+
+    class V(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            allowed.update(id(n) for n in (node.left, node.right) if is_it(n))
+
+        def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+            if is_it(node.expression):
+                allowed.add(id(node.expression))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            allowed.update(id(a.value) for a in node.args if not a.star and is_it(a.value))
+            if isinstance(node.func, cst.Attribute) and is_it(node.func.value):
+                allowed.add(id(node.func.value))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal ok, uses
+            if node.value == name:
+                uses += 1
+                ok = ok and id(node) in allowed
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # ``.name`` (the attribute itself) is not a reference
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            nonlocal ok
+            ok = False
+            return False
+
+    elt.visit(V())
+    return ok and uses > 0
+
+
 def _one_line(node: cst.CSTNode) -> str:
     return " ".join(cst.Module(body=[]).code_for_node(node).split())
 

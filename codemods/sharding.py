@@ -37,6 +37,7 @@ from codemods.shard_scan import (
     SetterPlan,
     body_statements,
     class_facts,
+    computes_on,
     local_strategies,
     row_targets_may_have_bias,
     setter_classes,
@@ -98,6 +99,16 @@ def _per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
     return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
 
 
+def per_device_params(func: cst.FunctionDef) -> set[str]:
+    """Parameters annotated as a per-device tensor list (``xs: list[TensorValue]``)."""
+    out: set[str] = set()
+    for p in func.params.params:
+        one = _per_device_element(p.annotation.annotation) if p.annotation is not None else None
+        if one is not None and (dotted(one) or "").rsplit(".", 1)[-1] in ("TensorValue", "Tensor"):
+            out.add(p.name.value)
+    return out
+
+
 def _only(line: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
     return line.body[0] if len(line.body) == 1 else None
 
@@ -141,6 +152,13 @@ class _Subst(cst.CSTTransformer):
         return updated.with_changes(keyword=original.keyword)
 
 
+def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """An element that spanned lines inside the comprehension's brackets keeps brackets of its own."""
+    if "\n" in cst.Module(body=[]).code_for_node(expr) and not expr.lpar:
+        return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return expr
+
+
 def _substitute(elt: cst.BaseExpression, names: dict[str, cst.BaseExpression], index: str | None) -> cst.BaseExpression | None:
     sub = _Subst(names, index)
     out = elt.visit(sub)
@@ -171,6 +189,8 @@ class Sharding(Codemod):
         self._self_placing: set[str] = set()
         self._reads: list[tuple[int, bool]] = []  # per simple statement: it reads a clone list
         self._targets = 0  # depth inside assignment targets
+        self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
+        self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
 
     # -- scopes ---------------------------------------------------------------------
 
@@ -187,6 +207,7 @@ class Sharding(Codemod):
         dropped = cls is not None and id(node) in cls.dropped_methods
         local = local_strategies(node, self.qualname)
         self._funcs.append((node, local, dropped))
+        self._per_device.append(per_device_params(node))
         self._placeable.append(node.name.value == "__init__" and cls is not None and self._rows_bias_free(node, cls, local))
 
     def _rows_bias_free(self, func: cst.FunctionDef, cls: _ClassState, local: dict[str, str]) -> bool:
@@ -211,6 +232,7 @@ class Sharding(Codemod):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._funcs.pop()
         self._placeable.pop()
+        self._per_device.pop()
         cls = self._cls()
         if cls is None or original.name.value != "__call__" or not (cls.facts.aliases or cls.facts.allreduces):
             return updated
@@ -367,6 +389,7 @@ class Sharding(Codemod):
             a.keyword or a.star for a in updated.args
         ):
             self.rewrote(original, "MV391", "forward_sharded_layers(m, x): V3 calls the one module m(x)")
+            self._distributed.add(id(original))
             return cst.Call(func=updated.args[0].value, args=[cst.Arg(value=updated.args[1].value)])
         name = qual.rsplit(".", 1)[1] if qual and "." in qual else None
         if name in _COLLECTIVE_CLASSES and qual is not None and qual.startswith("max.nn"):
@@ -392,6 +415,7 @@ class Sharding(Codemod):
             module = self._alias(cls, original.args[0].value)
             if module is not None:
                 self.rewrote(original, "MV391", f"forward_sharded_layers: self.{module} runs on the distributed Tensor")
+                self._distributed.add(id(original))
                 return cst.Call(func=_expr(f"self.{module}"), args=[cst.Arg(value=updated.args[1].value)])
         if (dotted(original.func) or "") not in _LIST_BUILTINS and any(
             self._alias(cls, a.value) is not None for a in original.args
@@ -409,6 +433,7 @@ class Sharding(Codemod):
                 self.state.needed_imports.update(_REPLICATED_IMPORTS)
                 self.rewrote(original, "MV391", "Allreduce: a Replicated transfer sums the devices' Partial results")
                 x = value.value
+                self._distributed.add(id(original))
                 return _expr(f"F.transfer_to({x}, DeviceMapping.replicated({x}.mesh))")
             self.todo("MV391", "Allreduce: bind the value to a name x, then F.transfer_to(x, DeviceMapping.replicated(x.mesh))")
         return None
@@ -428,7 +453,11 @@ class Sharding(Codemod):
         if cls is None or self._in_dropped() or not (cls.facts.aliases or cls.facts.allreduces):
             return updated
         comp = updated.for_in
-        if comp.inner_for_in is not None or comp.ifs or not isinstance(comp.iter, cst.Call):
+        if comp.inner_for_in is not None or comp.ifs:
+            return updated
+        if isinstance(comp.iter, cst.Name):
+            return self._one_list_comp(original, updated)
+        if not isinstance(comp.iter, cst.Call):
             return updated
         it = comp.iter
         func = dotted(it.func)
@@ -467,10 +496,36 @@ class Sharding(Codemod):
         result = _substitute(updated.elt, names, index)
         if result is None:
             return updated
-        if "\n" in cst.Module(body=[]).code_for_node(result) and not result.lpar:
-            result = result.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")
-        return result
+        self._distributed.add(id(original))
+        return _bracketed(result)
+
+    def _one_list_comp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
+        """``[h * k for h in hs]`` over a per-device tensor list → ``hs * k`` (one distributed Tensor)."""
+        comp = updated.for_in
+        target, it = comp.target, comp.iter
+        if not (
+            isinstance(target, cst.Name)
+            and isinstance(it, cst.Name)
+            and self._per_device
+            and it.value in self._per_device[-1]
+            and computes_on(updated.elt, target.value)
+        ):
+            return updated
+        result = _substitute(updated.elt, {target.value: it}, None)
+        if result is None:
+            return updated
+        self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")
+        self._distributed.add(id(original))
+        return _bracketed(result)
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        """A name bound to a rewritten per-device expression holds one distributed Tensor from here on."""
+        if self._per_device and id(original.value) in self._distributed and len(original.targets) == 1:
+            target = original.targets[0].target
+            if isinstance(target, cst.Name):
+                self._per_device[-1].add(target.value)
+        return updated
 
     # -- classes --------------------------------------------------------------------
 
@@ -484,6 +539,49 @@ class Sharding(Codemod):
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self._classes.pop()
         return updated
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement | cst.RemovalSentinel:
+        """An ``if``/``else`` whose branches only chose a strategy or a clone list is gone with them."""
+        orelse = updated.orelse
+        if not _emptied(original.body, updated.body) and not isinstance(orelse, cst.Else):
+            return updated
+        else_empty = isinstance(orelse, cst.Else) and isinstance(original.orelse, cst.Else) and _emptied(
+            original.orelse.body, orelse.body
+        )
+        if _emptied(original.body, updated.body) and (orelse is None or else_empty) and not _calls(original.test):
+            self.rewrote(original, "MV390", "a branch on the sharding mode with nothing left in it")
+            return cst.RemovalSentinel.REMOVE
+        if else_empty:
+            return updated.with_changes(orelse=None)
+        return updated
+
+
+def _pass_only(body: cst.BaseSuite) -> bool:
+    stmts = body.body
+    return all(
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body) for s in stmts
+    ) if isinstance(body, cst.IndentedBlock) else all(isinstance(b, cst.Pass) for b in body.body)
+
+
+def _emptied(original: cst.BaseSuite, updated: cst.BaseSuite) -> bool:
+    """The rewrites removed every statement of a block that had some."""
+    return original is not updated and _pass_only(updated) and not _pass_only(original)
+
+
+def _calls(expr: cst.BaseExpression) -> bool:
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            found = True
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            nonlocal found
+            found = True
+
+    expr.visit(V())
+    return found
 
 
 class ShardingClasses(Codemod):

@@ -120,6 +120,9 @@ def assert_same(v2: Shapes, v3: Shapes) -> None:
 # -- the rewritten patterns (fixtures/sharding) ------------------------------------------------
 
 
+PATTERN_FILES = ("layers", "block", "heads", "attention", "per_device_math")
+
+
 @pytest.fixture(scope="module")
 def patterns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModuleType, ModuleType]]:
     """``fixtures/sharding`` inputs as package ``shard_v2``, their expected V3 files as ``shard_v3``."""
@@ -127,11 +130,11 @@ def patterns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModuleT
     for pkg, suffix in (("shard_v2", "input"), ("shard_v3", "expected")):
         (root / pkg).mkdir()
         (root / pkg / "__init__.py").write_text("")
-        for name in ("layers", "block", "heads", "attention"):
+        for name in PATTERN_FILES:
             shutil.copy(FIXTURES / f"{name}.{suffix}.py", root / pkg / f"{name}.py")
     sys.path.insert(0, str(root))
     for pkg in ("shard_v2", "shard_v3"):
-        for name in ("layers", "block", "heads", "attention"):
+        for name in PATTERN_FILES:
             importlib.import_module(f"{pkg}.{name}")
     yield importlib.import_module("shard_v2"), importlib.import_module("shard_v3")
     sys.path.remove(str(root))
@@ -192,6 +195,25 @@ def test_parent_block_places_and_stages(patterns: tuple[ModuleType, ModuleType],
     with cpu_accelerator_handles():
         v2 = v2_mod.block.Block(8, 16, gpus)
     v3 = v3_build(lambda: v3_mod.block.Block(8, 16, gpus), n)
+    assert_same(v2_device_shapes(v2, n), v3_device_shapes(v3))
+    x = TensorLayout(DType.float32, [3, 8], DeviceMapping.replicated(_mesh(n)))
+    v3.trace(x, x)
+
+
+@pytest.mark.needs_max
+@pytest.mark.parametrize("n", [2, 4])
+def test_arithmetic_on_per_device_lists_stages(patterns: tuple[ModuleType, ModuleType], n: int) -> None:
+    """``[o * k for o in outs]`` over a per-device list became ``outs * k``: same shards, and the
+    forward stages on the mesh (a comprehension over one distributed Tensor would not)."""
+    from max.dtype import DType
+    from max.experimental.sharding import DeviceMapping, TensorLayout
+    from max.graph import DeviceRef
+
+    v2_mod, v3_mod = patterns
+    gpus = [DeviceRef.GPU(i) for i in range(n)]
+    with cpu_accelerator_handles():
+        v2 = v2_mod.per_device_math.ScaledBlock(8, 16, 0.5, gpus)
+    v3 = v3_build(lambda: v3_mod.per_device_math.ScaledBlock(8, 16, 0.5, gpus), n)
     assert_same(v2_device_shapes(v2, n), v3_device_shapes(v3))
     x = TensorLayout(DType.float32, [3, 8], DeviceMapping.replicated(_mesh(n)))
     v3.trace(x, x)
