@@ -164,6 +164,49 @@ def computes_on(elt: cst.BaseExpression, name: str) -> bool:
     return ok and uses > 0
 
 
+def _names_moe(expr: cst.CSTNode) -> bool:
+    """An annotation or callee naming an MoE class (``MoE``, ``MoEQuantized``, ``Qwen3VLMoE``, ``MLP | MoE``)."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value.endswith(("MoE", "MoEQuantized"))
+
+    expr.visit(V())
+    return found
+
+
+def may_be_moe(where: str, func: cst.FunctionDef, cls: cst.ClassDef | None) -> bool:
+    """``where`` (``self.mlp`` or a local of ``func``) may hold an MoE: its annotation, the class
+    that builds it, the return annotation of the method that builds it, or the annotation of
+    the parameter it was given says so. (V3's MoE needs another class under tensor parallelism.)"""
+    methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)} if cls is not None else {}
+    if where.startswith("self.") and where.count(".") == 1:
+        scopes = list(methods.values())
+    elif where.isidentifier():
+        scopes = [func]
+    else:
+        return False
+    for scope in scopes:
+        params = {p.name.value: p.annotation for p in scope.params.params}
+        for small in body_statements(scope.body):
+            if isinstance(small, cst.AnnAssign) and dotted(small.target) == where and _names_moe(small.annotation):
+                return True
+            found = assigned(small)
+            if found is None or dotted(found[0]) != where:
+                continue
+            value = found[1]
+            if isinstance(value, cst.Call):
+                callee = dotted(value.func) or ""
+                method = methods.get(callee[5:]) if callee.startswith("self.") else None
+                if _names_moe(value.func) or (method is not None and method.returns is not None and _names_moe(method.returns)):
+                    return True
+            elif isinstance(value, cst.Name) and (ann := params.get(value.value)) is not None and _names_moe(ann):
+                return True
+    return False
+
+
 def _one_line(node: cst.CSTNode) -> str:
     return " ".join(cst.Module(body=[]).code_for_node(node).split())
 

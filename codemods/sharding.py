@@ -39,6 +39,7 @@ from codemods.shard_scan import (
     class_facts,
     computes_on,
     local_strategies,
+    may_be_moe,
     row_targets_may_have_bias,
     setter_classes,
     setter_plan,
@@ -166,9 +167,10 @@ def _substitute(elt: cst.BaseExpression, names: dict[str, cst.BaseExpression], i
 
 
 class _ClassState:
-    def __init__(self, facts: ClassFacts, plan: SetterPlan | None) -> None:
+    def __init__(self, facts: ClassFacts, plan: SetterPlan | None, node: cst.ClassDef | None = None) -> None:
         self.facts = facts
         self.plan = plan
+        self.node = node
         self.dropped_methods = {
             id(f) for f in (facts.setter, facts.getter, facts.shard) if f is not None
         }
@@ -200,7 +202,7 @@ class Sharding(Codemod):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         facts = class_facts(node, self.qualname)
         plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
-        self._classes.append(_ClassState(facts, plan))
+        self._classes.append(_ClassState(facts, plan, node))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         cls = self._classes[-1] if self._classes else None
@@ -368,6 +370,16 @@ class Sharding(Codemod):
             stmt = placement_statement(self.state, where, fact.v3_function, fact.v2_axis or 0, tensor=form == "tensor")
             self.rewrote(original, "MV390", f"{where}: {fact.why}")
             return stmt.with_changes(leading_lines=updated.leading_lines)
+        if kind == "tensor_parallel" and self._funcs and may_be_moe(where, self._funcs[-1][0], cls.node if cls else None):
+            self._clear_own_todos()
+            self.todo(
+                "MV390",
+                f"{where} may be an MoE: V3's MoE cannot run tensor parallel (on a mesh its stacked expert "
+                "weights need a resharding it refuses); build common_layers.moe.TensorParallelMoE "
+                "(quant_moe.TensorParallelMoE) when the mesh has several devices, then drop this line "
+                "(deepseekV3_modulev3/layers/transformer_block.py)",
+            )
+            return updated
         if fact.otherwise == "drop":
             self._clear_own_todos()
             self.rewrote(original, "MV390", f"{where}: {fact.why}")
