@@ -153,6 +153,25 @@ class _Subst(cst.CSTTransformer):
         return updated.with_changes(keyword=original.keyword)
 
 
+def _embedding_mesh(cls: _ClassState) -> str | None:
+    """``self.<e>.weight.mesh`` of the class's ``VocabParallelEmbedding`` (a root's mesh), or None."""
+    for attr, callee in cls.facts.built_by.items():
+        if callee == "VocabParallelEmbedding":
+            return f"self.{attr}.weight.mesh"
+    return None
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+    node.visit(V())
+    return found
+
+
 def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
     """An element that spanned lines inside the comprehension's brackets keeps brackets of its own."""
     if "\n" in cst.Module(body=[]).code_for_node(expr) and not expr.lpar:
@@ -193,6 +212,7 @@ class Sharding(Codemod):
         self._targets = 0  # depth inside assignment targets
         self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
         self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
+        self._broadcast_done = False  # this statement's distributed_broadcast became a transfer
 
     # -- scopes ---------------------------------------------------------------------
 
@@ -269,6 +289,10 @@ class Sharding(Codemod):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if self._broadcast_done and self.state.statement_todos:  # ops' TODO for the call rewritten here
+            self._broadcast_done = False
+            pending = self.state.statement_todos[-1]
+            pending[:] = [t for t in pending if not t.startswith(f"{TODO_PREFIX}MV391 ops.distributed_broadcast")]
         reads = False
         while self._reads:  # an earlier codemod that removed a statement skipped this hook for it
             owner, flag = self._reads.pop()
@@ -423,6 +447,11 @@ class Sharding(Codemod):
 
     def _call_rewrite(self, cls: _ClassState, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         qual = self.qualname(original.func) or ""
+        mesh = _embedding_mesh(cls)
+        if mesh is not None:
+            rewritten = self._onto_mesh(original, updated, qual, mesh)
+            if rewritten is not None:
+                return rewritten
         if qual.endswith(".forward_sharded_layers") and len(updated.args) == 2:
             module = self._alias(cls, original.args[0].value)
             if module is not None:
@@ -450,6 +479,29 @@ class Sharding(Codemod):
             self.todo("MV391", "Allreduce: bind the value to a name x, then F.transfer_to(x, DeviceMapping.replicated(x.mesh))")
         return None
 
+    def _onto_mesh(self, original: cst.Call, updated: cst.Call, qual: str, mesh: str) -> cst.BaseExpression | None:
+        """A root's per-device inputs, on the mesh of its vocab-parallel embedding:
+
+            self.embed_tokens(tokens, signal_buffers)  →  self.embed_tokens(tokens)
+            ops.distributed_broadcast(x.to(d), signal_buffers)  →  x.to(self.embed_tokens.weight.mesh)
+        """
+        positional = [a for a in updated.args if a.keyword is None and not a.star]
+        if len(positional) != 2 or len(updated.args) != 2:
+            return None
+        if dotted(original.func) == mesh.removesuffix(".weight.mesh"):
+            self.rewrote(original, "MV391", "VocabParallelEmbedding: V3 takes the indices only (no signal buffers)")
+            self._distributed.add(id(original))
+            return updated.with_changes(args=[positional[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        if qual.startswith("max.") and qual.endswith(".distributed_broadcast"):
+            value = positional[0].value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+                value = value.func.value
+            self.rewrote(original, "MV391", "distributed_broadcast: a transfer to the mesh replicates the tensor")
+            self._distributed.add(id(original))
+            self._broadcast_done = True
+            return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("to")), args=[cst.Arg(value=_expr(mesh))])
+        return None
+
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
         cls = self._cls()
         if cls is None or self._in_dropped():
@@ -469,6 +521,8 @@ class Sharding(Codemod):
             return updated
         if isinstance(comp.iter, cst.Name):
             return self._one_list_comp(original, updated)
+        if isinstance(comp.iter, cst.Attribute) and comp.iter.attr.value == "devices":
+            return self._per_device_copies(cls, original, updated)
         if not isinstance(comp.iter, cst.Call):
             return updated
         it = comp.iter
@@ -530,6 +584,25 @@ class Sharding(Codemod):
         self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")
         self._distributed.add(id(original))
         return _bracketed(result)
+
+    def _per_device_copies(self, cls: _ClassState, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
+        """``[t.to(d) for d in self.devices]`` → ``t.to(<the embedding's mesh>)`` (one Replicated Tensor)."""
+        mesh = _embedding_mesh(cls)
+        target, elt = updated.for_in.target, updated.elt
+        if (
+            mesh is None
+            or not isinstance(target, cst.Name)
+            or not isinstance(elt, cst.Call)
+            or not isinstance(elt.func, cst.Attribute)
+            or elt.func.attr.value != "to"
+            or len(elt.args) != 1
+            or dotted(elt.args[0].value) != target.value
+            or target.value in _names_in(elt.func.value)
+        ):
+            return updated
+        self.rewrote(original, "MV391", "a copy per device: one Replicated Tensor on the mesh")
+        self._distributed.add(id(original))
+        return elt.with_changes(args=[cst.Arg(value=_expr(mesh))])
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         """A name bound to a rewritten per-device expression holds one distributed Tensor from here on."""

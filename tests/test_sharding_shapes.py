@@ -8,8 +8,8 @@ kernels run: V2 shapes come from staging each strategy in an empty graph,
 V3 shapes from the placements. Covered: each rewritten pattern of
 ``fixtures/sharding`` and the distributed decoders of max's mistral and
 llama3 packages and its dense Qwen3 (tensor parallel in the one class), at
-tp = 2 and 4; the migrated DistributedMistral also stages (``Module.trace``)
-on the mesh.
+tp = 2 and 4; the migrated DistributedMistral and Qwen3 (and a Qwen3 block)
+also stage (``Module.trace``) on the mesh.
 
 V2 distributed layers open accelerator handles at construction (``Allreduce``)
 and refuse CPU devices (tensor-parallel attention), so the V2 side is built
@@ -482,3 +482,38 @@ def test_migrated_qwen3_block_stages_on_a_cpu_mesh(archs: ModuleType, n: int) ->
     widths = re.findall(r'"mo\.rope_split_store\.ragged\.paged".*?: \(!mo\.tensor<\[tokens, (\d+)\]', staged)
     assert widths == [str((8 + 4 + 4) * 4 // n)] * n, widths  # (q + k + v heads) * head_dim, split n ways
     assert staged.count('"mo.mha.ragged.paged"') == n
+
+
+@pytest.mark.needs_max
+@pytest.mark.parametrize("n", [2, 4])
+def test_migrated_qwen3_decoder_stages_on_a_cpu_mesh(archs: ModuleType, n: int) -> None:
+    """The whole migrated Qwen3 (a hand-written tensor-parallel root: its vocab-parallel embedding
+    without signal buffers, RoPE table and row offsets moved onto the embedding's mesh where V2
+    copied and broadcast them per device) stages with the V3 ragged KV inputs; the logits come
+    back Replicated, one kernel call per device and layer."""
+    from max.experimental.nn import Module
+    from max.experimental.nn.common_layers.kv_cache import PagedCacheValues
+    from max.experimental.sharding import DeviceMapping
+    from max.graph import DeviceRef
+    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
+
+    _, v3 = _decoders(archs, "qwen3", n)
+    kv_params = _kv([DeviceRef.CPU() for _ in range(n)])
+    mesh = _mesh(n)
+    placements: list[Any] = []
+
+    class Root(Module[..., Any]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = v3
+
+        def forward(self, tokens: Any, return_n_logits: Any, input_row_offsets: Any, *kv: Any) -> Any:
+            per_device = kv_params.unflatten_kv_inputs(iter(x._graph_value for x in kv))
+            collections = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
+            out = self.model(tokens, collections, return_n_logits, input_row_offsets, None)
+            placements.extend(str(t.mapping) for t in out)
+            return out
+
+    staged = str(Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices)))
+    assert placements == [str(DeviceMapping.replicated(mesh))]
+    assert staged.count('"mo.mha.ragged.paged"') == n * 2  # two layers
