@@ -153,9 +153,9 @@ class _Subst(cst.CSTTransformer):
         return updated.with_changes(keyword=original.keyword)
 
 
-def _embedding_mesh(cls: _ClassState) -> str | None:
+def _embedding_mesh(facts: ClassFacts) -> str | None:
     """``self.<e>.weight.mesh`` of the class's ``VocabParallelEmbedding`` (a root's mesh), or None."""
-    for attr, callee in cls.facts.built_by.items():
+    for attr, callee in facts.built_by.items():
         if callee == "VocabParallelEmbedding":
             return f"self.{attr}.weight.mesh"
     return None
@@ -190,6 +190,7 @@ class _ClassState:
         self.facts = facts
         self.plan = plan
         self.node = node
+        self.mesh = _embedding_mesh(facts)
         self.dropped_methods = {
             id(f) for f in (facts.setter, facts.getter, facts.shard) if f is not None
         }
@@ -447,7 +448,7 @@ class Sharding(Codemod):
 
     def _call_rewrite(self, cls: _ClassState, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         qual = self.qualname(original.func) or ""
-        mesh = _embedding_mesh(cls)
+        mesh = cls.mesh
         if mesh is not None:
             rewritten = self._onto_mesh(original, updated, qual, mesh)
             if rewritten is not None:
@@ -587,7 +588,7 @@ class Sharding(Codemod):
 
     def _per_device_copies(self, cls: _ClassState, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
         """``[t.to(d) for d in self.devices]`` → ``t.to(<the embedding's mesh>)`` (one Replicated Tensor)."""
-        mesh = _embedding_mesh(cls)
+        mesh = cls.mesh
         target, elt = updated.for_in.target, updated.elt
         if (
             mesh is None
