@@ -166,15 +166,9 @@ def computes_on(elt: cst.BaseExpression, name: str) -> bool:
 
 def _names_moe(expr: cst.CSTNode) -> bool:
     """An annotation or callee naming an MoE class (``MoE``, ``MoEQuantized``, ``Qwen3VLMoE``, ``MLP | MoE``)."""
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            found = found or node.value.endswith(("MoE", "MoEQuantized"))
-
-    expr.visit(V())
-    return found
+    return any(
+        isinstance(node, cst.Name) and node.value.endswith(("MoE", "MoEQuantized")) for node in nodes_of(expr, (cst.Name,))
+    )
 
 
 def may_be_moe(where: str, func: cst.FunctionDef, cls: cst.ClassDef | None) -> bool:

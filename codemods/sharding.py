@@ -162,14 +162,7 @@ def _embedding_mesh(facts: ClassFacts) -> str | None:
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(name.value)
-
-    node.visit(V())
-    return found
+    return {n.value for n in nodes_of(node, (cst.Name,)) if isinstance(n, cst.Name)}
 
 
 def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -655,19 +648,7 @@ def _emptied(original: cst.BaseSuite, updated: cst.BaseSuite) -> bool:
 
 
 def _calls(expr: cst.BaseExpression) -> bool:
-    found = False
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            found = True
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            nonlocal found
-            found = True
-
-    expr.visit(V())
-    return found
+    return bool(nodes_of(expr, (cst.Call, cst.NamedExpr)))
 
 
 class ShardingClasses(Codemod):
