@@ -83,3 +83,12 @@ def test_no_architecture_falls_below_its_baseline_rung(tmp_path: Path) -> None:
         warnings.warn("ladder: " + "; ".join(improved), stacklevel=1)
     regressions = [line for line in run.stdout.splitlines() if line.startswith("REGRESSION ")]
     assert not regressions and run.returncode == 0, "\n".join(regressions) + run.stderr[-2000:]
+
+
+def test_a_v2_reference_that_refuses_a_cpu_is_classified_apart() -> None:
+    gpu = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: ValueError: MiMo-V2 runs only on "
+           "NVIDIA SM100 (B200-class) GPUs"}
+    other = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: KeyError: 'q'"}
+    assert ladder.classify(gpu, ROOT, "") == "needs a GPU"
+    assert ladder.classify(other, ROOT, "") == "V2 itself fails"
+    assert ladder.classify(_step("L2", False), ROOT, "") == "tool"
