@@ -81,6 +81,7 @@ from dataclasses import dataclass, field
 class MyConfig:
     route_norm: bool = True
     ratios: list[int] = field(default_factory=list)
+    indexes: list[int]
     label: str = field(default="x")
 
 def _required(huggingface_config, name):
@@ -93,6 +94,9 @@ def initialize(huggingface_config, hf_vision_config, config):
     d = getattr(huggingface_config, "optional_thing", None)
     e = _required(huggingface_config, "route_norm")
     f = hf_vision_config.patch_size
+    i = huggingface_config.vision_config.indexes
+    cfg = huggingface_config
+    j = cfg.through_an_alias
     g = config.rope_scaling["mrope_section"]
     h = huggingface_config._private
     if config.hidden_act != "silu":
@@ -109,9 +113,11 @@ def test_config_reads_finds_what_the_code_reads_from_the_hugging_face_config(tmp
     pkg = _package(tmp_path, "arch", {"model_config.py": _CONFIG_CODE})
     reads = tiny.config_reads(tiny.package_sources(pkg))
     assert {"hidden_size", "rope_theta", "ratios", "route_norm"} <= reads.attrs[""]
-    assert "optional_thing" not in reads.attrs[""]  # getattr with its own default
+    assert "optional_thing" not in reads.attrs[""]
+    assert "through_an_alias" in reads.attrs[""]  # getattr with its own default
     assert "_private" not in reads.attrs[""]
-    assert reads.attrs["vision"] == {"patch_size"}
+    assert reads.attrs["vision"] == {"patch_size", "indexes"}
+    assert reads.empty["indexes"] == []
     assert reads.keys["rope_scaling"] == {"mrope_section"}
     assert reads.required == {"hidden_act": "silu", "rope_type": "yarn"}  # not "other": no raise
     assert reads.defaults["route_norm"] is True and reads.defaults["ratios"] == [] and reads.defaults["label"] == "x"
@@ -126,6 +132,7 @@ def test_fill_reads_gives_a_config_the_fields_its_code_reads(tmp_path) -> None: 
     assert config.hidden_size == config.text_config.hidden_size == 64  # a composite read as if flat
     assert config.rope_theta == config.text_config.rope_parameters["rope_theta"]  # transformers 5 moved it
     assert config.route_norm is True and config.ratios == []  # the package's own defaults
+    assert config.vision_config.indexes == []  # an empty value of the declared type: no default
     assert config.text_config.rope_parameters["rope_type"] == "yarn"  # the one value the code accepts
     assert config.text_config.rope_scaling["mrope_section"] == tiny.SHAPED["mrope_section"]
     assert any(item.startswith("route_norm=") for item in done)

@@ -23,6 +23,7 @@ Three ways in:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib
@@ -346,7 +347,7 @@ _HF_RECEIVER = re.compile(r"(hf|huggingface)\w*|\w*(text|vision|audio|llm|langua
 #: Per-name values of Hugging Face fields that are not plain widths, shaped by :data:`SMALL`
 #: (``mrope_section`` splits ``head_dim // 2`` = 8 rotary pairs over time, height, width).
 SHAPED: dict[str, Any] = {
-    "mrope_section": [2, 3, 3], "n_heads": SMALL["num_attention_heads"],
+    "mrope_section": [2, 3, 3], "n_heads": SMALL["num_attention_heads"], "rope_theta": 10000.0,
     # rope parameters a non-default rope type reads (``rope_scaling["factor"]``, ...): identity scaling
     "factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
     "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
@@ -370,13 +371,21 @@ class ConfigReads:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: field name -> the one string value the code accepts (``if rope_type != "yarn": raise``)
     required: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: field name -> an empty value of its declared container type, for a field with no default
+    #: (``deepstack_visual_indexes: list[int]`` -> ``[]``)
+    empty: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _receiver(node: Any) -> str | None:
-    """The sub-config word of a config-read receiver ("" for the top level), None if not one."""
+def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
+    """The sub-config word of a config-read receiver ("" for the top level), None if not one.
+
+    ``aliases``: local names bound to a receiver in the same file (``config = huggingface_config``).
+    """
     import ast
 
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    if isinstance(node, ast.Name) and aliases and node.id in aliases:
+        return aliases[node.id]
     if name is None or not _HF_RECEIVER.fullmatch(name):
         return None
     word = re.search(r"(text|vision|audio|llm|language|encoder|decoder)_config", name, re.IGNORECASE)
@@ -393,9 +402,14 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             tree = ast.parse(Path(path).read_text(encoding="utf-8"))
         except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
             continue
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and (kind := _receiver(node.value)) is not None):
+                aliases[node.targets[0].id] = kind
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                kind = _receiver(node.value)
+                kind = _receiver(node.value, aliases)
                 if kind is not None and not node.attr.startswith("_"):
                     out.attrs.setdefault(kind, set()).add(node.attr)
             elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
@@ -406,7 +420,7 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                         and isinstance(key.value, str)):
                     out.keys.setdefault(node.value.attr, set()).add(key.value)
             elif isinstance(node, ast.Call) and node.args:
-                kind = _receiver(node.args[0])
+                kind = _receiver(node.args[0], aliases)
                 second = node.args[1] if len(node.args) > 1 else None
                 field_name = second.value if isinstance(second, ast.Constant) else None
                 called = node.func.id if isinstance(node.func, ast.Name) else ""
@@ -422,6 +436,11 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                 found, value = _declared_default(node.value)
                 if found:
                     out.defaults.setdefault(node.target.id, value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                kind_of = re.match(r"(list|Sequence|tuple|dict|Mapping)\b", ast.unparse(node.annotation))
+                if kind_of:
+                    empty = {"list": [], "Sequence": [], "tuple": [], "dict": {}, "Mapping": {}}[kind_of.group(1)]
+                    out.empty.setdefault(node.target.id, empty)
     return out
 
 
@@ -481,6 +500,8 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
         return True, SHAPED[name]
     if name in reads.defaults and reads.defaults[name] is not None:
         return True, reads.defaults[name]
+    if name in reads.empty:
+        return True, copy.deepcopy(reads.empty[name])
     return False, None
 
 
