@@ -113,7 +113,7 @@ def test_config_reads_finds_what_the_code_reads_from_the_hugging_face_config(tmp
     pkg = _package(tmp_path, "arch", {"model_config.py": _CONFIG_CODE})
     reads = tiny.config_reads(tiny.package_sources(pkg))
     assert {"hidden_size", "rope_theta", "ratios", "route_norm"} <= reads.attrs[""]
-    assert "optional_thing" not in reads.attrs[""]
+    assert "optional_thing" not in reads.attrs[""] and "optional_thing" in reads.optional
     assert "through_an_alias" in reads.attrs[""]  # getattr with its own default
     assert "_private" not in reads.attrs[""]
     assert reads.attrs["vision"] == {"patch_size", "indexes"}
@@ -146,6 +146,12 @@ def test_fill_reads_keeps_what_the_config_has(tmp_path) -> None:  # type: ignore
     # only transformers 4's rope_theta attribute, mirrored from rope_parameters; vocab_size stays
     assert tiny.fill_reads(config, tiny.config_reads(tiny.package_sources(pkg))) == ["rope_theta=10000.0"]
     assert config.vocab_size == 200
+    optional = _package(tmp_path, "dense", {"m.py": "def f(huggingface_config):\n"
+                                              "    return huggingface_config.num_experts\n"
+                                              "def g(huggingface_config):\n"
+                                              "    return getattr(huggingface_config, 'num_experts', 0)\n"})
+    assert "num_experts" not in " ".join(tiny.fill_reads(config, tiny.config_reads(tiny.package_sources(optional))))
+    assert not hasattr(config, "num_experts")  # read with a default elsewhere: a dense model stays dense
 
 
 def test_a_package_with_no_model_type_takes_its_siblings(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -336,7 +336,7 @@ def tiny_checkpoint(arch_name: str, package: str, directory: Path,
         raise LookupError(f"no transformers config class for {arch_name!r} (nor {package!r})")
     hf = tiny.tiny_hf_config(types[0], [bare])
     if package_dir is not None:
-        filled = tiny.fill_reads(hf, tiny.config_reads(tiny.package_sources(package_dir)))
+        filled = tiny.fill_reads(hf, tiny.package_reads(package_dir))
         if filled:
             notes.append("fields the code reads, added: " + ", ".join(filled))
     method = tiny.speculative_method(package_dir) if package_dir is not None else None

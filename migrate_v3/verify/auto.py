@@ -86,7 +86,7 @@ class TinyConfigs:
     def _tiny(self, model_type: str) -> Any:
         config = tiny.tiny_hf_config(model_type)
         if self.package_dir is not None:
-            tiny.fill_reads(config, tiny.config_reads(tiny.package_sources(self.package_dir)))
+            tiny.fill_reads(config, tiny.package_reads(self.package_dir))
         return config
 
     def hf(self) -> Any:

@@ -164,7 +164,15 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
         # second pass: a checkpoint with every weight either side has, as both adapters read it
         if pair.accelerator:
             result.config_notes.append("GPU device spec (devices CPU): the V2 load path refuses a CPU spec")
-        names = pair.checkpoint(ckpt, roots)
+        try:
+            names = pair.checkpoint(ckpt, roots)
+        except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
+            if first2.failure is None:
+                raise
+            f = archbuild.failure("weights of the V2 roots", exc)
+            result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
+                                  f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
+            return
         names.update({r: sig for r, sig in pair.read.items()  # unless a real weight of that name is there
                       if not any(n == r or n.endswith("." + r) for n in names)})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
@@ -312,8 +320,11 @@ class _Pair:
         """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""
         if not built2.roots:
             why = built2.failure.line() if built2.failure else "the V2 pipeline built no module"
-            return Step("L2", False, f"V2 reference: {why}", built2.failure.where if built2.failure else "",
-                        "v2")
+            where = built2.failure.where if built2.failure else ""
+            if Path(where.rpartition(":")[0]) == Path(archbuild.__file__):
+                # the ladder's own call failed (a pipeline model of another kind: diffusion, ...)
+                return Step("L2", False, f"the ladder cannot build this pipeline model: {why}", where, "setup")
+            return Step("L2", False, f"V2 reference: {why}", where, "v2")
         by_name3 = {type(c.module).__name__: c for c in built3.roots}
         names2 = {type(c.module).__name__ for c in built2.roots}
         spare3 = [c for c in built3.roots if type(c.module).__name__ not in names2]

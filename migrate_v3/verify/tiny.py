@@ -371,6 +371,9 @@ class ConfigReads:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: field name -> the one string value the code accepts (``if rope_type != "yarn": raise``)
     required: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: fields the code also reads with its own default or only asks about (``getattr(hf, "X", 0)``,
+    #: ``hasattr``): optional, never added (a dense model stays dense)
+    optional: set[str] = dataclasses.field(default_factory=set)
     #: field name -> an empty value of its declared container type, for a field with no default
     #: (``deepstack_visual_indexes: list[int]`` -> ``[]``)
     empty: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -427,7 +430,8 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                 if kind is None or not isinstance(field_name, str) or not field_name.isidentifier():
                     continue
                 if called == "hasattr" or (called == "getattr" and len(node.args) > 2):
-                    continue  # the code only asks, or has its own default
+                    out.optional.add(field_name)  # the code only asks, or has its own default
+                    continue
                 out.attrs.setdefault(kind, set()).add(field_name)
             elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
                 for name, value in _refused(node.test):
@@ -439,7 +443,7 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 kind_of = re.match(r"(list|Sequence|tuple|dict|Mapping)\b", ast.unparse(node.annotation))
                 if kind_of:
-                    empty = {"list": [], "Sequence": [], "tuple": [], "dict": {}, "Mapping": {}}[kind_of.group(1)]
+                    empty: Any = {"list": [], "Sequence": [], "tuple": [], "dict": {}, "Mapping": {}}[kind_of.group(1)]
                     out.empty.setdefault(node.target.id, empty)
     return out
 
@@ -512,14 +516,51 @@ def _has(config: Any, name: str) -> bool:
         return False
 
 
+def _valid(config: Any) -> bool:
+    """The config's own validation passes (``transformers`` 5 strict configs); True without one."""
+    for holder in (config, *_sub_configs(config).values()):
+        check = getattr(holder, "validate", None)
+        if callable(check):
+            try:
+                check()
+            except Exception:  # noqa: BLE001 - any refusal counts
+                return False
+    return True
+
+
+def _set_valid(config: Any, target: Any, name: str, value: Any) -> bool:
+    """Set ``target.name``; undone (False) when ``config`` then fails its own validation."""
+    missing = object()
+    before = vars(target).get(name, missing)
+    setattr(target, name, value)
+    if _valid(config):
+        return True
+    if before is missing:
+        vars(target).pop(name, None)
+    else:
+        setattr(target, name, before)
+    return False
+
+
+def package_reads(package_dir: Path) -> ConfigReads:
+    """:func:`config_reads` of a package and the siblings it imports; defaults and empty values
+    from the package's own dataclasses only (a sibling's defaults are another model's)."""
+    reads = config_reads(package_sources(package_dir))
+    own = config_reads(sorted(package_dir.rglob("*.py")))
+    reads.defaults, reads.empty = own.defaults, own.empty
+    return reads
+
+
 def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
     """Give ``config`` (and its sub-configs) the fields ``reads`` says the code reads and it lacks.
 
-    A field read on the top-level config that a sub-config has (a composite
+    A field the code also reads with a default of its own is optional and
+    left out. A field read on the top-level config that a sub-config has (a composite
     config read as if flat) takes the sub-config's value; otherwise a tiny
     width (:data:`SMALL`), a shaped value (:data:`SHAPED`) or the package's own
     default for a field of that name; a field with none of them stays missing.
     Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict.
+    A field whose value the config's own validation refuses is left out.
     Returns the ``path=value`` items set.
     """
     subs = _sub_configs(config)
@@ -540,11 +581,10 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
     for where, target in targets:
         kind = next((k for k in reads.attrs if k and where.startswith(k)), "llm" if where else "")
         for name in sorted(reads.attrs.get(kind, set()) | (reads.attrs.get("", set()) if not where else set())):
-            if _has(target, name):
+            if _has(target, name) or name in reads.optional:
                 continue
             ok, value = _fill_value(name, target, reads)
-            if ok:
-                setattr(target, name, value)
+            if ok and _set_valid(config, target, name, value):
                 done.append(f"{where + '.' if where else ''}{name}={value!r}")
     for name, literal in sorted(reads.required.items()):
         for where, target in [("", config), *subs.items()]:
