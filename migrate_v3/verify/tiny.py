@@ -543,12 +543,9 @@ def _set_valid(config: Any, target: Any, name: str, value: Any) -> bool:
 
 
 def package_reads(package_dir: Path) -> ConfigReads:
-    """:func:`config_reads` of a package and the siblings it imports; defaults and empty values
-    from the package's own dataclasses only (a sibling's defaults are another model's)."""
-    reads = config_reads(package_sources(package_dir))
-    own = config_reads(sorted(package_dir.rglob("*.py")))
-    reads.defaults, reads.empty = own.defaults, own.empty
-    return reads
+    """:func:`config_reads` of a package and the siblings it imports (a config class it
+    extends declares its defaults there); the package's own defaults come first."""
+    return config_reads(package_sources(package_dir))
 
 
 def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
