@@ -352,7 +352,10 @@ class _Pair:
             dtype = archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
             module3, fail, how = archbuild.replay(cap2, cls3, built2, built3, dtype, self.prefer)
             if fail is not None:
-                out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where)))
+                side = "v3"
+                if built2.failure is not None and built2.failure.error == fail.error.partition(": ")[2]:
+                    side = "v2"  # the V2 load path stopped the same way after building this root
+                out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where, side)))
                 continue
             out.append(_Root(name, cap2, module3, f"replaying the V2 constructor call with {how}"))
         return out

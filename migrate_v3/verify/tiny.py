@@ -529,11 +529,12 @@ def _valid(config: Any) -> bool:
 
 
 def _set_valid(config: Any, target: Any, name: str, value: Any) -> bool:
-    """Set ``target.name``; undone (False) when ``config`` then fails its own validation."""
+    """Set ``target.name``; undone (False) when it makes ``config`` fail its own validation."""
     missing = object()
     before = vars(target).get(name, missing)
+    was_valid = _valid(config)
     setattr(target, name, value)
-    if _valid(config):
+    if not was_valid or _valid(config):
         return True
     if before is missing:
         vars(target).pop(name, None)
@@ -544,8 +545,12 @@ def _set_valid(config: Any, target: Any, name: str, value: Any) -> bool:
 
 def package_reads(package_dir: Path) -> ConfigReads:
     """:func:`config_reads` of a package and the siblings it imports (a config class it
-    extends declares its defaults there); the package's own defaults come first."""
-    return config_reads(package_sources(package_dir))
+    extends declares its defaults there); the package's own defaults come first. Optional
+    fields are the ones the package itself reads with a default (a sibling reading a field
+    with a default does not make it optional for a package that needs it)."""
+    reads = config_reads(package_sources(package_dir))
+    reads.optional = config_reads(sorted(package_dir.rglob("*.py"))).optional
+    return reads
 
 
 def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
