@@ -174,3 +174,19 @@ def test_the_speculative_method_comes_from_a_package_that_reads_the_draft(tmp_pa
     assert tiny.speculative_method(_package(tmp_path, "unified_dflash2_x", {"m.py": reads})) == "dflash2"
     assert tiny.speculative_method(_package(tmp_path, "unified_mtp_x", {"m.py": reads})) == "mtp"
     assert tiny.speculative_method(_package(tmp_path, "plain", {"m.py": "x = 1\n"})) is None
+
+
+def test_a_fill_the_configs_own_validation_refuses_is_undone() -> None:
+    class Strict:
+        def __init__(self) -> None:
+            self.layer_types: list[str] = []
+
+        def validate(self) -> None:
+            depth = vars(self).get("num_hidden_layers")
+            if depth is not None and depth != len(self.layer_types):
+                raise ValueError("num_hidden_layers must equal the number of layer_types")
+
+    reads = tiny.ConfigReads(attrs={"": {"num_hidden_layers", "vocab_size"}})
+    config = Strict()
+    assert tiny.fill_reads(config, reads) == ["vocab_size=256"]
+    assert "num_hidden_layers" not in vars(config)
