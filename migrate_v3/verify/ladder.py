@@ -353,7 +353,7 @@ class _Pair:
             module3, fail, how = archbuild.replay(cap2, cls3, built2, built3, dtype, self.prefer)
             if fail is not None:
                 side = "v3"
-                if built2.failure is not None and built2.failure.error == fail.error.partition(": ")[2]:
+                if built2.failure is not None and built2.failure.error == fail.error:
                     side = "v2"  # the V2 load path stopped the same way after building this root
                 out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where, side)))
                 continue
