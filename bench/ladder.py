@@ -25,7 +25,8 @@ package it was on is lost and the rest go on in a new interpreter). L5
 For each package the first failure is classified: ``tool`` (migrated code
 fails and nothing in the output says so), ``needs a person`` (it fails on a
 line a ``TODO(migrate-v3)`` marker or a ``check`` finding names), ``V2 itself
-fails`` (the V2 reference does not build from the tiny config), ``no config``
+fails`` (the V2 reference does not build from the tiny config), ``needs a
+GPU`` (the V2 reference refuses to build without an accelerator), ``no config``
 (the ladder cannot configure it: no ``arch.py`` or no ``transformers`` config
 for its model type). ``--control`` climbs the official ports instead (V2 ``X``
 against max's own ``X_modulev3``): the instrument's own check.
@@ -47,6 +48,7 @@ import ast
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -287,9 +289,14 @@ def check_findings(tree: Path, dirs: list[str]) -> dict[str, set[int]]:
     return found
 
 
+#: A V2 reference that refuses to build without an accelerator says so (``only supported on gpu``,
+#: ``runs only on NVIDIA SM100``): that architecture cannot be checked on this machine at all.
+ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b", re.IGNORECASE)
+
+
 def classify(step: dict[str, Any], pkg_dir: Path, mark: str) -> str:
     if step["side"] == "v2":
-        return "V2 itself fails"
+        return "needs a GPU" if ACCELERATOR_ONLY.search(step["detail"]) else "V2 itself fails"
     if step["side"] == "setup":
         return "no config"
     if mark:

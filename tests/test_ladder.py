@@ -83,3 +83,43 @@ def test_no_architecture_falls_below_its_baseline_rung(tmp_path: Path) -> None:
         warnings.warn("ladder: " + "; ".join(improved), stacklevel=1)
     regressions = [line for line in run.stdout.splitlines() if line.startswith("REGRESSION ")]
     assert not regressions and run.returncode == 0, "\n".join(regressions) + run.stderr[-2000:]
+
+
+def test_a_v2_reference_that_refuses_a_cpu_is_classified_apart() -> None:
+    gpu = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: ValueError: MiMo-V2 runs only on "
+           "NVIDIA SM100 (B200-class) GPUs"}
+    other = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: KeyError: 'q'"}
+    assert ladder.classify(gpu, ROOT, "") == "needs a GPU"
+    assert ladder.classify(other, ROOT, "") == "V2 itself fails"
+    assert ladder.classify(_step("L2", False), ROOT, "") == "tool"
+
+
+def test_a_weight_the_load_path_reads_before_building_is_named() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _weight_read
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error))
+
+    assert _weight_read(stopped("KeyError: 'layers.0.self_attn.kv_a_layernorm.weight'")) == (
+        "layers.0.self_attn.kv_a_layernorm.weight")
+    assert _weight_read(stopped("KeyError: 'Expected e_score_correction_bias in state_dict'")) == (
+        "e_score_correction_bias")
+    assert _weight_read(stopped("KeyError: 'mrope_section'")) is None  # a config key, not a weight
+    assert _weight_read(stopped("ValueError: layers.0.norm.weight")) is None
+    built = stopped("KeyError: 'norm.weight'")
+    built.roots = [archbuild.Capture(object(), (), {})]
+    assert _weight_read(built) is None  # it built: the stop came later
+
+
+@pytest.mark.needs_max
+def test_the_speculative_pipeline_config_has_the_draft(tmp_path: Path) -> None:
+    from migrate_v3.verify import tiny
+
+    model_dir, weights = tiny.checkpoint_dir(tiny.tiny_hf_config("llama", ["LlamaForCausalLM"]), tmp_path)
+    plain = tiny.pipeline_config(model_dir, weights, "float32")
+    assert plain.draft_model is None
+    spec = tiny.pipeline_config(model_dir, weights, "float32", speculative="eagle", accelerator=True)
+    assert spec.draft_model is not None and spec.draft_model.max_length == spec.model.max_length
+    assert spec.speculative is not None and spec.speculative.speculative_method == "eagle"
+    assert spec.model.device_specs[0].device_type == "gpu"

@@ -57,3 +57,136 @@ def test_fill_config_takes_the_fields_it_shares_and_names_what_is_missing() -> N
 
     with pytest.raises(TypeError, match="no tiny value for required field"):
         tiny.fill_config(Needs, hf)
+
+
+def test_a_strict_config_refusing_a_towers_class_defaults_keeps_its_own() -> None:
+    # gemma4_assistant's text_config defaults to None; Gemma4TextConfig's own defaults fail its validation
+    config = tiny.tiny_hf_config("gemma4_assistant", ["Gemma4AssistantForCausalLM"])
+    assert tiny.too_big(config) == []
+
+
+def _package(root, name: str, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return pkg
+
+
+_CONFIG_CODE = '''
+from dataclasses import dataclass, field
+
+@dataclass
+class MyConfig:
+    route_norm: bool = True
+    ratios: list[int] = field(default_factory=list)
+    indexes: list[int]
+    label: str = field(default="x")
+
+def _required(huggingface_config, name):
+    return getattr(huggingface_config, name)
+
+def initialize(huggingface_config, hf_vision_config, config):
+    a = huggingface_config.hidden_size
+    b = huggingface_config.rope_theta
+    c = getattr(huggingface_config, "ratios")
+    d = getattr(huggingface_config, "optional_thing", None)
+    e = _required(huggingface_config, "route_norm")
+    f = hf_vision_config.patch_size
+    i = huggingface_config.vision_config.indexes
+    cfg = huggingface_config
+    j = cfg.through_an_alias
+    g = config.rope_scaling["mrope_section"]
+    h = huggingface_config._private
+    if config.hidden_act != "silu":
+        raise ValueError("silu only")
+    rope_type = config.rope_scaling and config.rope_scaling.get("rope_type")
+    if rope_type and rope_type != "yarn":
+        raise ValueError("yarn only")
+    if config.other != "kept":
+        print("not a raise")
+'''
+
+
+def test_config_reads_finds_what_the_code_reads_from_the_hugging_face_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pkg = _package(tmp_path, "arch", {"model_config.py": _CONFIG_CODE})
+    reads = tiny.config_reads(tiny.package_sources(pkg))
+    assert {"hidden_size", "rope_theta", "ratios", "route_norm"} <= reads.attrs[""]
+    assert "optional_thing" not in reads.attrs[""] and "optional_thing" in reads.optional
+    assert "through_an_alias" in reads.attrs[""]  # getattr with its own default
+    assert "_private" not in reads.attrs[""]
+    assert reads.attrs["vision"] == {"patch_size", "indexes"}
+    assert reads.empty["indexes"] == []
+    assert reads.keys["rope_scaling"] == {"mrope_section"}
+    assert reads.required == {"hidden_act": "silu", "rope_type": "yarn"}  # not "other": no raise
+    assert reads.defaults["route_norm"] is True and reads.defaults["ratios"] == [] and reads.defaults["label"] == "x"
+
+
+def test_fill_reads_gives_a_config_the_fields_its_code_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pkg = _package(tmp_path, "arch", {"model_config.py": _CONFIG_CODE})
+    reads = tiny.config_reads(tiny.package_sources(pkg))
+    config = tiny.tiny_hf_config("qwen2_5_vl")  # composite: hidden_size lives in text_config
+    assert not hasattr(config, "route_norm")
+    done = tiny.fill_reads(config, reads)
+    assert config.hidden_size == config.text_config.hidden_size == 64  # a composite read as if flat
+    assert config.rope_theta == config.text_config.rope_parameters["rope_theta"]  # transformers 5 moved it
+    assert config.route_norm is True and config.ratios == []  # the package's own defaults
+    assert config.vision_config.indexes == []  # an empty value of the declared type: no default
+    assert config.text_config.rope_parameters["rope_type"] == "yarn"  # the one value the code accepts
+    assert config.text_config.rope_scaling["mrope_section"] == tiny.SHAPED["mrope_section"]
+    assert any(item.startswith("route_norm=") for item in done)
+    assert tiny.fill_reads(config, reads) == []  # what is there is kept: a second fill adds nothing
+
+
+def test_fill_reads_keeps_what_the_config_has(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pkg = _package(tmp_path, "arch", {"m.py": "def f(huggingface_config):\n    return huggingface_config.vocab_size\n"})
+    config = tiny.tiny_hf_config("llama")
+    config.vocab_size = 200
+    # only transformers 4's rope_theta attribute, mirrored from rope_parameters; vocab_size stays
+    assert tiny.fill_reads(config, tiny.config_reads(tiny.package_sources(pkg))) == ["rope_theta=10000.0"]
+    assert config.vocab_size == 200
+    optional = _package(tmp_path, "dense", {"m.py": "def f(huggingface_config):\n"
+                                              "    return huggingface_config.num_experts\n"
+                                              "def g(huggingface_config):\n"
+                                              "    return getattr(huggingface_config, 'num_experts', 0)\n"})
+    assert "num_experts" not in " ".join(tiny.fill_reads(config, tiny.config_reads(tiny.package_sources(optional))))
+    assert not hasattr(config, "num_experts")  # read with a default elsewhere: a dense model stays dense
+
+
+def test_a_package_with_no_model_type_takes_its_siblings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    arch = 'from x import SupportedArchitecture\na = SupportedArchitecture(name="LlamaForCausalLM")\n'
+    _package(tmp_path, "llama3", {"arch.py": arch, "model.py": ""})
+    _package(tmp_path, "eagle_llama3", {"arch.py": 'b = SupportedArchitecture(name="LlamaForCausalLMEagle")\n',
+                                        "model.py": "from ..llama3.model import X\n"})
+    fused = _package(tmp_path, "unified_eagle_llama3", {
+        "arch.py": 'c = SupportedArchitecture(name="UnifiedEagleLlama3ForCausalLM")\n',
+        "model.py": "from ..eagle_llama3.model import Y\nfrom ..llama3 import Z\n",
+        "layers/x.py": "from ...llama3.model import W\n"})
+    assert sorted(tiny.sibling_packages(fused)) == ["eagle_llama3", "llama3"]
+    assert tiny.model_types(*tiny.registered_names(fused)) == []
+    assert tiny.sibling_model_types(fused) == ["llama"]  # looked through eagle_llama3
+    assert [p.parent.name for p in tiny.package_sources(fused)].count("llama3") == 2  # transitively
+
+
+def test_the_speculative_method_comes_from_a_package_that_reads_the_draft(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reads = "def f(pipeline_config):\n    return pipeline_config.draft_model\n"
+    assert tiny.speculative_method(_package(tmp_path, "unified_dflash2_x", {"m.py": reads})) == "dflash2"
+    assert tiny.speculative_method(_package(tmp_path, "unified_mtp_x", {"m.py": reads})) == "mtp"
+    assert tiny.speculative_method(_package(tmp_path, "plain", {"m.py": "x = 1\n"})) is None
+
+
+def test_a_fill_the_configs_own_validation_refuses_is_undone() -> None:
+    class Strict:
+        def __init__(self) -> None:
+            self.layer_types: list[str] = []
+
+        def validate(self) -> None:
+            depth = vars(self).get("num_hidden_layers")
+            if depth is not None and depth != len(self.layer_types):
+                raise ValueError("num_hidden_layers must equal the number of layer_types")
+
+    reads = tiny.ConfigReads(attrs={"": {"num_hidden_layers", "vocab_size"}})
+    config = Strict()
+    assert tiny.fill_reads(config, reads) == ["vocab_size=256"]
+    assert "num_hidden_layers" not in vars(config)

@@ -300,6 +300,10 @@ class Checkpoint:
     hf_config: Any
     model_dir: Path
     weights: Path
+    #: how the config was found and filled: the model type's source, fields the code reads that were added
+    notes: list[str] = field(default_factory=list)
+    #: the speculative method the package is built for (a draft model is configured), if any
+    speculative: str | None = None
 
     def with_weights(self, names: Signature, seed: int | None = None) -> tuple[Checkpoint, Any]:
         """This checkpoint with tensors under ``names`` (and the loaded ``Weights``).
@@ -311,14 +315,35 @@ class Checkpoint:
         return dataclasses.replace(self, weights=path), loaded
 
 
-def tiny_checkpoint(arch_name: str, package: str, directory: Path) -> Checkpoint:
-    """The tiny ``config.json`` + empty weights for a Hugging Face architecture name."""
-    types = tiny.model_types(arch_name.removesuffix("_ModuleV3"), package)
+def tiny_checkpoint(arch_name: str, package: str, directory: Path,
+                    package_dir: Path | None = None) -> Checkpoint:
+    """The tiny ``config.json`` + empty weights for a Hugging Face architecture name.
+
+    With the V2 ``package_dir``: a package whose own names have no
+    ``transformers`` config (a draft, a fused speculative model) takes the
+    model type of the sibling packages it builds on, and the config gets the
+    fields the package's code (and its siblings') reads and the
+    ``transformers`` default lacks (:func:`tiny.fill_reads`).
+    """
+    bare = arch_name.removesuffix("_ModuleV3")
+    types = tiny.model_types(bare, package)
+    notes: list[str] = []
+    if not types and package_dir is not None:
+        types = tiny.sibling_model_types(package_dir)
+        if types:
+            notes.append(f"model type {types[0]!r} from the sibling packages it imports")
     if not types:
         raise LookupError(f"no transformers config class for {arch_name!r} (nor {package!r})")
-    hf = tiny.tiny_hf_config(types[0], [arch_name.removesuffix("_ModuleV3")])
+    hf = tiny.tiny_hf_config(types[0], [bare])
+    if package_dir is not None:
+        filled = tiny.fill_reads(hf, tiny.package_reads(package_dir))
+        if filled:
+            notes.append("fields the code reads, added: " + ", ".join(filled))
+    method = tiny.speculative_method(package_dir) if package_dir is not None else None
+    if method:
+        notes.append(f"speculative method {method!r}, the same checkpoint as its draft")
     model_dir, weights = tiny.checkpoint_dir(hf, directory)
-    return Checkpoint(types[0], hf, model_dir, weights)
+    return Checkpoint(types[0], hf, model_dir, weights, notes, method)
 
 
 def _memory_plan() -> Any:
@@ -328,6 +353,7 @@ def _memory_plan() -> Any:
     return MemoryPlan(
         planned_max_batch_size=1, footprint=0, planned_max_length=MAX_SEQ_LEN,
         available_cache_memory=1 << 24, device_specs=(DeviceSpec.cpu(),),
+        planned_max_batch_total_tokens=MAX_SEQ_LEN,  # what the registry plans for archs that need a cap
     )
 
 
@@ -370,7 +396,7 @@ def roots_of(captures: list[Capture], side: str, keep: Callable[[type], bool]) -
 
 
 def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ...],
-          prefer: tuple[Path, ...] = (), adapt_weights: bool = True) -> Built:
+          prefer: tuple[Path, ...] = (), adapt_weights: bool = True, accelerator: bool = False) -> Built:
     """Construct ``entry``'s pipeline model on the tiny checkpoint; keep what it built.
 
     ``prefixes`` are the module-name prefixes of the architecture tree (roots
@@ -378,7 +404,8 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     directories whose frames name a failure's place. ``adapt_weights=False``
     is a first pass on an empty checkpoint: no weight adapter (adapters may
     expect weights to be there) and ``load_state_dict`` calls that do not
-    insist on every weight (:func:`lenient_loads`).
+    insist on every weight (:func:`lenient_loads`). ``accelerator``: the
+    model config's device spec is GPU 0 (see :func:`tiny.pipeline_config`).
     """
     from max.driver import CPU
     from max.graph.weights import load_weights
@@ -388,7 +415,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     out = Built(side, entry.name)
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, encoding_for(entry),
-                                  MAX_SEQ_LEN)
+                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
         return out

@@ -16,6 +16,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from migrate_v3.verify import tiny
@@ -64,30 +65,46 @@ class TinyConfigs:
     """Config instances for constructor parameters, shrunk from ``transformers``.
 
     ``names`` hint the model type (the package's name); the config class's own
-    name is tried too. ``dtype``/``device`` fields get the run's values.
+    name is tried too. ``dtype``/``device`` fields get the run's values. With
+    the V2 ``package_dir``, a package with no model type of its own takes its
+    siblings' and the config gets the fields the code reads (as the ladder's
+    :func:`archbuild.tiny_checkpoint` does).
     """
 
-    def __init__(self, names: tuple[str, ...], overrides: dict[str, Any]) -> None:
+    def __init__(self, names: tuple[str, ...], overrides: dict[str, Any], package_dir: Path | None = None) -> None:
         self.names = names
         self.overrides = overrides
+        self.package_dir = package_dir
         self.why = ""
+
+    def _types(self, *names: str) -> list[str]:
+        types = tiny.model_types(*names)
+        if not types and self.package_dir is not None:
+            types = tiny.sibling_model_types(self.package_dir)
+        return types
+
+    def _tiny(self, model_type: str) -> Any:
+        config = tiny.tiny_hf_config(model_type)
+        if self.package_dir is not None:
+            tiny.fill_reads(config, tiny.package_reads(self.package_dir))
+        return config
 
     def hf(self) -> Any:
         """The tiny ``transformers`` config itself (for a ``huggingface_config`` parameter)."""
-        types = tiny.model_types(*self.names)
+        types = self._types(*self.names)
         if not types:
             self.why = f"no transformers config for {', '.join(self.names)}"
             return None
-        return tiny.tiny_hf_config(types[0])
+        return self._tiny(types[0])
 
     def __call__(self, cls: type) -> Any:
         if _is_hf_config(cls):
             return self.hf()
-        types = tiny.model_types(*self.names, cls.__name__)
+        types = self._types(*self.names, cls.__name__)
         if not types:
             self.why = f"no transformers config for {', '.join((*self.names, cls.__name__))}"
             return None
-        hf = tiny.tiny_hf_config(types[0])
+        hf = self._tiny(types[0])
         try:
             return tiny.fill_config(cls, hf, self.overrides)
         except Exception as exc:  # noqa: BLE001 - the reason becomes the skip reason

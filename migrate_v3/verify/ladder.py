@@ -58,6 +58,7 @@ class ArchResult:
     steps: list[Step] = field(default_factory=list)
     seconds: float = 0.0
     input_types_from: str = ""
+    config_notes: list[str] = field(default_factory=list)  # how the tiny config was derived
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,21 +145,37 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
         return
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         try:
-            ckpt = archbuild.tiny_checkpoint(entry2.name, arch, Path(tmp) / "ckpt")
+            ckpt = archbuild.tiny_checkpoint(entry2.name, arch, Path(tmp) / "ckpt", root / parent / arch)
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure("tiny config", exc)
             result.steps.append(Step("L2", False, f"no tiny config: {f.error}", side="setup"))
             return
         result.model_type = ckpt.model_type
+        result.config_notes = ckpt.notes
         pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}")
         # first pass, no weights: which modules, which parameters
-        first2, first3 = pair.build(ckpt, adapt_weights=False)
+        ckpt, first2, first3 = pair.first_pass(ckpt)
+        if pair.read:
+            result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
         roots = pair.roots(first2, first3)
         if isinstance(roots, Step):  # the first pass already says why
             result.steps += [roots, _l6(first3)]
             return
         # second pass: a checkpoint with every weight either side has, as both adapters read it
-        full, loaded = ckpt.with_weights(pair.checkpoint(ckpt, roots), seed=0 if l5 else None)
+        if pair.accelerator:
+            result.config_notes.append("GPU device spec (devices CPU): the V2 load path refuses a CPU spec")
+        try:
+            names = pair.checkpoint(ckpt, roots)
+        except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
+            if first2.failure is None:
+                raise
+            f = archbuild.failure("weights of the V2 roots", exc)
+            result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
+                                  f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
+            return
+        names.update({r: sig for r, sig in pair.read.items()  # unless a real weight of that name is there
+                      if not any(n == r or n.endswith("." + r) for n in names)})
+        full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
 
@@ -189,7 +206,8 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
         return
     target = sides.make_target("cpu")
     ctx = BuildContext(sides.dtype_of("float32"), target.ref)
-    configs = auto.TinyConfigs((arch,), {"dtype": ctx.dtype, "device": ctx.device, "devices": [ctx.device]})
+    configs = auto.TinyConfigs((arch,), {"dtype": ctx.dtype, "device": ctx.device, "devices": [ctx.device]},
+                               root / parent / arch)
     result.probed = "package roots (no arch.py)"
     for name in roots:
         result.roots.append(name)
@@ -235,6 +253,39 @@ class _Pair:
     prefer: tuple[Path, ...]
     directory: Path
     package3: str  # the migrated package, dotted: its modules say which V3 class a name means
+    #: GPU device specs (CPU devices): the V2 load path refused a CPU spec before building anything
+    accelerator: bool = False
+    #: weights the V2 load path reads before it builds anything (a dtype), given as 1-element tensors
+    read: archbuild.Signature = field(default_factory=dict)
+
+    def first_pass(self, ckpt: archbuild.Checkpoint
+                   ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
+        """Both sides on the empty checkpoint (no adapters): which modules, which parameters.
+
+        A V2 load path that stops before building anything is tried again
+        with a GPU device spec (CPU devices: :attr:`accelerator`), and with
+        each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
+        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8.
+        """
+        built2 = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False)
+        for accelerator in (False, True):
+            if accelerator:
+                if built2.roots or built2.failure is None:
+                    break
+                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
+                                        accelerator=True)
+            else:
+                retry = built2
+            while (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
+                self.read[name] = ((1,), archbuild.encoding_for(self.entry2))
+                ckpt, _ = ckpt.with_weights(self.read)
+                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
+                                        accelerator=accelerator)
+            if retry.roots or not accelerator:
+                built2, self.accelerator = retry, accelerator
+        built3 = archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer, adapt_weights=False,
+                                 accelerator=self.accelerator)
+        return ckpt, built2, built3
 
     def classes3(self, pipeline_model: Any = None) -> dict[str, type]:
         """V3 classes visible in the migrated package's modules (defined there, or imported),
@@ -247,10 +298,11 @@ class _Pair:
 
     def build(self, ckpt: archbuild.Checkpoint, adapt_weights: bool = True
               ) -> tuple[archbuild.Built, archbuild.Built]:
-        """Both sides' pipelines on ``ckpt``."""
-        return (archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=adapt_weights),
+        """Both sides' pipelines on ``ckpt`` (on the device spec :meth:`first_pass` chose)."""
+        return (archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=adapt_weights,
+                                accelerator=self.accelerator),
                 archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer,
-                                adapt_weights=adapt_weights))
+                                adapt_weights=adapt_weights, accelerator=self.accelerator))
 
     def adapter(self, side: str) -> Any:
         from max.graph.weights.format import WeightsFormat
@@ -262,14 +314,17 @@ class _Pair:
         from migrate_v3.verify import tiny
 
         return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, archbuild.encoding_for(self.entry2),
-                                    archbuild.MAX_SEQ_LEN)
+                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
         """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""
         if not built2.roots:
             why = built2.failure.line() if built2.failure else "the V2 pipeline built no module"
-            return Step("L2", False, f"V2 reference: {why}", built2.failure.where if built2.failure else "",
-                        "v2")
+            where = built2.failure.where if built2.failure else ""
+            if Path(where.rpartition(":")[0]) == Path(archbuild.__file__):
+                # the ladder's own call failed (a pipeline model of another kind: diffusion, ...)
+                return Step("L2", False, f"the ladder cannot build this pipeline model: {why}", where, "setup")
+            return Step("L2", False, f"V2 reference: {why}", where, "v2")
         by_name3 = {type(c.module).__name__: c for c in built3.roots}
         names2 = {type(c.module).__name__ for c in built2.roots}
         spare3 = [c for c in built3.roots if type(c.module).__name__ not in names2]
@@ -297,7 +352,10 @@ class _Pair:
             dtype = archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
             module3, fail, how = archbuild.replay(cap2, cls3, built2, built3, dtype, self.prefer)
             if fail is not None:
-                out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where)))
+                side = "v3"
+                if built2.failure is not None and built2.failure.error == fail.error:
+                    side = "v2"  # the V2 load path stopped the same way after building this root
+                out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where, side)))
                 continue
             out.append(_Root(name, cap2, module3, f"replaying the V2 constructor call with {how}"))
         return out
@@ -314,6 +372,18 @@ class _Pair:
                 v3.update(sides.v3_signature(r.v3))
         return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
                                           self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
+
+
+def _weight_read(built: archbuild.Built) -> str | None:
+    """The weight name a load path that built nothing stopped on: ``KeyError: 'layers.0.x.weight'``,
+    or a key error that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
+    import re
+
+    if built.roots or built.failure is None or not built.failure.error.startswith("KeyError: "):
+        return None
+    text = built.failure.error.removeprefix("KeyError: ").strip("'\"")
+    found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
+    return found.group(0) if found else None
 
 
 @dataclass

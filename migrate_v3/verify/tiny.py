@@ -23,6 +23,7 @@ Three ways in:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib
@@ -177,16 +178,23 @@ def tiny_hf_config(model_type: str, architectures: Iterable[str] = ()) -> Any:
     """The ``transformers`` config of ``model_type``, shrunk; ``architectures`` set if given.
 
     A declared sub-config (``vision_config``, ...) that defaults to ``None`` is
-    given its own class's defaults, so multimodal models get every tower.
+    given its own class's defaults, so multimodal models get every tower
+    (unless the model type's own validation refuses those defaults: then it
+    keeps its own).
     """
     registry = _registered()
     cls = registry[model_type]
-    defaults = cls().to_dict()
+    plain = cls().to_dict()
+    defaults = dict(plain)
     for key, sub in (getattr(cls, "sub_configs", None) or {}).items():
         if defaults.get(key) is None and isinstance(sub, type) and hasattr(sub, "to_dict"):
             defaults[key] = sub().to_dict()  # every tower the model type declares, built
-    overrides = _shrunk(defaults)
-    config = cls(**{**defaults, **overrides})
+    try:
+        config = cls(**{**defaults, **_shrunk(defaults)})
+    except Exception:  # noqa: BLE001 - a strict config refusing a tower's class defaults
+        if defaults == plain:
+            raise
+        config = cls(**{**plain, **_shrunk(plain)})
     for key, value in _shrunk(config.to_dict()).items():  # what __post_init__ derived
         if not _SUBCONFIG.match(key):
             setattr(config, key, value)
@@ -218,8 +226,16 @@ def checkpoint_dir(hf_config: Any, directory: Path) -> tuple[Path, Path]:
     return directory, weights
 
 
-def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64) -> Any:
+def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
+                    accelerator: bool = False, speculative: str | None = None) -> Any:
     """The ``PipelineConfig`` a pipeline model takes, for a local tiny checkpoint on CPU.
+
+    ``accelerator``: the model's device spec says GPU 0 (the devices the
+    pipeline is handed stay CPU): for load paths that refuse a CPU spec
+    before building anything, so the graph is built with GPU device refs.
+    ``speculative``: a speculative method (``eagle``, ``dflash``, ...); the
+    draft model is the same tiny checkpoint (what a fused target + draft
+    architecture is configured from).
 
     The model config is a real ``MAXModelConfig`` (it reads ``config.json``
     like any local model); the pipeline config around it is built with
@@ -232,9 +248,44 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
 
     model = MAXModelConfig(
         model_path=str(model_dir), weight_path=[weights], quantization_encoding=encoding,
-        device_specs=[DeviceSpec.cpu()], max_length=max_length,
+        device_specs=[DeviceSpec.accelerator() if accelerator else DeviceSpec.cpu()], max_length=max_length,
     )
-    return PipelineConfig.model_construct(models=ModelManifest({"main": model}))
+    if speculative is None:
+        return PipelineConfig.model_construct(models=ModelManifest({"main": model}))
+    from max.pipelines.speculative.config import SpeculativeConfig
+
+    draft = model.model_copy(deep=True)
+    return PipelineConfig.model_construct(
+        models=ModelManifest({"main": model, "draft": draft}),
+        speculative=SpeculativeConfig(speculative_method=speculative, num_speculative_tokens=2),
+    )
+
+
+def speculative_method(package_dir: Path) -> str | None:
+    """The speculative method a package is built for, when its own code reads the draft model
+    or the speculative config: the method named in the package's name (``unified_dflash_llama3``
+    -> ``dflash``), else the first MAX knows."""
+    import ast
+    import typing
+
+    reads = False
+    for path in sorted(package_dir.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        if any(isinstance(n, ast.Attribute) and n.attr in ("draft_model", "speculative") for n in ast.walk(tree)):
+            reads = True
+            break
+    if not reads:
+        return None
+    try:
+        from max.pipelines.speculative.config import SpeculativeMethod
+    except ImportError:
+        return None
+    methods = sorted(typing.get_args(SpeculativeMethod), key=len, reverse=True)  # dflash2 before dflash
+    words = package_dir.name.lower()
+    return next((m for m in methods if m in words), typing.get_args(SpeculativeMethod)[0] if methods else None)
 
 
 def _field_defaults(cls: type) -> dict[str, Any] | None:
@@ -287,3 +338,357 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
         config = cls.initialize(pipeline_config(model_dir, weights, encoding, max_length),  # type: ignore[attr-defined]
                                 max_seq_len=max_length)
     return config
+
+
+#: Receivers whose attribute reads are Hugging Face config reads (``huggingface_config.X``,
+#: ``hf_config.X``, ``text_config.X``, ``hf_vision_config.X``, ...), not MAX's own configs.
+_HF_RECEIVER = re.compile(r"(hf|huggingface)\w*|\w*(text|vision|audio|llm|language|encoder|decoder)_config",
+                          re.IGNORECASE)
+#: Per-name values of Hugging Face fields that are not plain widths, shaped by :data:`SMALL`
+#: (``mrope_section`` splits ``head_dim // 2`` = 8 rotary pairs over time, height, width).
+SHAPED: dict[str, Any] = {
+    "mrope_section": [2, 3, 3], "n_heads": SMALL["num_attention_heads"], "rope_theta": 10000.0,
+    # rope parameters a non-default rope type reads (``rope_scaling["factor"]``, ...): identity scaling
+    "factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+    "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
+}
+
+
+@dataclasses.dataclass
+class ConfigReads:
+    """What an architecture's code reads from its Hugging Face config, found statically.
+
+    ``attrs``: receiver kind ("" for the top-level config, else the sub-config
+    word: ``text``, ``vision``, ...) -> attribute names read on it (``hf.X``,
+    ``getattr(hf, "X")`` without a default, ``helper(hf, "X")``); ``keys``:
+    attribute -> the string keys subscripted on it (``rope_scaling["mrope_section"]``);
+    ``defaults``: field name -> the default of a same-named field of the
+    package's own dataclass configs (what the architecture assumes when absent).
+    """
+
+    attrs: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    keys: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: field name -> the one string value the code accepts (``if rope_type != "yarn": raise``)
+    required: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: fields the code also reads with its own default or only asks about (``getattr(hf, "X", 0)``,
+    #: ``hasattr``): optional, never added (a dense model stays dense)
+    optional: set[str] = dataclasses.field(default_factory=set)
+    #: field name -> an empty value of its declared container type, for a field with no default
+    #: (``deepstack_visual_indexes: list[int]`` -> ``[]``)
+    empty: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
+    """The sub-config word of a config-read receiver ("" for the top level), None if not one.
+
+    ``aliases``: local names bound to a receiver in the same file (``config = huggingface_config``).
+    """
+    import ast
+
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    if isinstance(node, ast.Name) and aliases and node.id in aliases:
+        return aliases[node.id]
+    if name is None or not _HF_RECEIVER.fullmatch(name):
+        return None
+    word = re.search(r"(text|vision|audio|llm|language|encoder|decoder)_config", name, re.IGNORECASE)
+    return word.group(1).lower() if word else ""
+
+
+def config_reads(sources: Iterable[Path]) -> ConfigReads:
+    """Scan ``sources`` (``.py`` files) for the Hugging Face config fields they read."""
+    import ast
+
+    out = ConfigReads()
+    for path in sources:
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and (kind := _receiver(node.value)) is not None):
+                aliases[node.targets[0].id] = kind
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                kind = _receiver(node.value, aliases)
+                if kind is not None and not node.attr.startswith("_"):
+                    out.attrs.setdefault(kind, set()).add(node.attr)
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+                key = node.slice
+                owner = node.value.value  # any config: MAX's own configs keep the HF dict as it is
+                owner_name = getattr(owner, "id", getattr(owner, "attr", ""))
+                if (str(owner_name).lower().endswith(("config", "cfg")) and isinstance(key, ast.Constant)
+                        and isinstance(key.value, str)):
+                    out.keys.setdefault(node.value.attr, set()).add(key.value)
+            elif isinstance(node, ast.Call) and node.args:
+                kind = _receiver(node.args[0], aliases)
+                second = node.args[1] if len(node.args) > 1 else None
+                field_name = second.value if isinstance(second, ast.Constant) else None
+                called = node.func.id if isinstance(node.func, ast.Name) else ""
+                if kind is None or not isinstance(field_name, str) or not field_name.isidentifier():
+                    continue
+                if called == "hasattr" or (called == "getattr" and len(node.args) > 2):
+                    out.optional.add(field_name)  # the code only asks, or has its own default
+                    continue
+                out.attrs.setdefault(kind, set()).add(field_name)
+            elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
+                for name, value in _refused(node.test):
+                    out.required.setdefault(name, value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                found, value = _declared_default(node.value)
+                if found:
+                    out.defaults.setdefault(node.target.id, value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                kind_of = re.match(r"(list|Sequence|tuple|dict|Mapping)\b", ast.unparse(node.annotation))
+                if kind_of:
+                    empty: Any = {"list": [], "Sequence": [], "tuple": [], "dict": {}, "Mapping": {}}[kind_of.group(1)]
+                    out.empty.setdefault(node.target.id, empty)
+    return out
+
+
+def _refused(test: Any) -> list[tuple[str, str]]:
+    """``(name, literal)`` of each ``name != "literal"`` in a raising ``if``'s test (and-ed terms too)."""
+    import ast
+
+    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    out = []
+    for term in terms:
+        if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.NotEq)):
+            continue
+        left, right = term.left, term.comparators[0]
+        name = left.id if isinstance(left, ast.Name) else left.attr if isinstance(left, ast.Attribute) else None
+        if name and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            out.append((name, right.value))
+    return out
+
+
+def _declared_default(node: Any) -> tuple[bool, Any]:
+    """The value of a field's default: a literal, ``field(default=literal)`` or
+    ``field(default_factory=list|dict|tuple)``."""
+    import ast
+
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "field":
+        for kw in node.keywords:
+            if kw.arg == "default":
+                return _declared_default(kw.value)
+            if kw.arg == "default_factory" and isinstance(kw.value, ast.Name) and kw.value.id in (
+                    "list", "dict", "tuple"):
+                return True, {"list": [], "dict": {}, "tuple": ()}[kw.value.id]
+        return False, None
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        return False, None
+
+
+def _sub_configs(config: Any) -> dict[str, Any]:
+    """The ``*_config`` sub-configs of a config, by attribute name (``text_config`` first)."""
+    found = {k: v for k, v in vars(config).items() if _SUBCONFIG.match(k) and hasattr(v, "to_dict")}
+    return dict(sorted(found.items(), key=lambda kv: kv[0] != "text_config"))
+
+
+def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
+    """A value for field ``name`` missing on ``config``: a sub-config's, a tiny width, the
+    package's own default for a field of that name; (False, None) when there is none."""
+    for holder in (config, *_sub_configs(config).values()):
+        if holder is not config and name in vars(holder):
+            return True, getattr(holder, name)
+        for table in [v for v in vars(holder).values() if isinstance(v, dict)]:
+            if name in table and table[name] is not None:  # transformers 5 keeps rope_theta in rope_parameters
+                return True, table[name]
+    if name in SMALL:
+        return True, SMALL[name]
+    if name in SHAPED:
+        return True, SHAPED[name]
+    if name in reads.defaults and reads.defaults[name] is not None:
+        return True, reads.defaults[name]
+    if name in reads.empty:
+        return True, copy.deepcopy(reads.empty[name])
+    return False, None
+
+
+def _has(config: Any, name: str) -> bool:
+    try:
+        return getattr(config, name, None) is not None
+    except Exception:  # noqa: BLE001 - a property that fails is as good as missing
+        return False
+
+
+def _valid(config: Any) -> bool:
+    """The config's own validation passes (``transformers`` 5 strict configs); True without one."""
+    for holder in (config, *_sub_configs(config).values()):
+        check = getattr(holder, "validate", None)
+        if callable(check):
+            try:
+                check()
+            except Exception:  # noqa: BLE001 - any refusal counts
+                return False
+    return True
+
+
+def _set_valid(config: Any, target: Any, name: str, value: Any) -> bool:
+    """Set ``target.name``; undone (False) when it makes ``config`` fail its own validation."""
+    missing = object()
+    before = vars(target).get(name, missing)
+    was_valid = _valid(config)
+    setattr(target, name, value)
+    if not was_valid or _valid(config):
+        return True
+    if before is missing:
+        vars(target).pop(name, None)
+    else:
+        setattr(target, name, before)
+    return False
+
+
+def package_reads(package_dir: Path) -> ConfigReads:
+    """:func:`config_reads` of a package and the siblings it imports (a config class it
+    extends declares its defaults there); the package's own defaults come first. Optional
+    fields are the ones the package itself reads with a default (a sibling reading a field
+    with a default does not make it optional for a package that needs it)."""
+    reads = config_reads(package_sources(package_dir))
+    reads.optional = config_reads(sorted(package_dir.rglob("*.py"))).optional
+    return reads
+
+
+def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
+    """Give ``config`` (and its sub-configs) the fields ``reads`` says the code reads and it lacks.
+
+    A field the code also reads with a default of its own is optional and
+    left out. A field read on the top-level config that a sub-config has (a composite
+    config read as if flat) takes the sub-config's value; otherwise a tiny
+    width (:data:`SMALL`), a shaped value (:data:`SHAPED`) or the package's own
+    default for a field of that name; a field with none of them stays missing.
+    Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict.
+    A field whose value the config's own validation refuses is left out.
+    Returns the ``path=value`` items set.
+    """
+    subs = _sub_configs(config)
+    done: list[str] = []
+    for where, target in [("", config), *subs.items()]:
+        # transformers 5 keeps rope_theta in rope_parameters; code written for 4.x (and MAX's
+        # own helpers, which the scan does not see) reads it as an attribute
+        own = vars(target).get("rope_parameters")
+        source = own if isinstance(own, dict) and "rope_theta" in own else next(
+            (sub.rope_parameters for sub in ([] if where else subs.values())
+             if isinstance(vars(sub).get("rope_parameters"), dict) and "rope_theta" in sub.rope_parameters), None)
+        if "rope_theta" not in vars(target) and source is not None:
+            target.rope_theta = source["rope_theta"]
+            done.append(f"{where + '.' if where else ''}rope_theta={source['rope_theta']!r}")
+    targets: list[tuple[str, Any]] = [("", config)]
+    for kind in sorted(k for k in reads.attrs if k):
+        targets += [(key, sub) for key, sub in subs.items() if key.startswith(kind) or kind == "llm"]
+    for where, target in targets:
+        kind = next((k for k in reads.attrs if k and where.startswith(k)), "llm" if where else "")
+        for name in sorted(reads.attrs.get(kind, set()) | (reads.attrs.get("", set()) if not where else set())):
+            if _has(target, name) or name in reads.optional:
+                continue
+            ok, value = _fill_value(name, target, reads)
+            if ok and _set_valid(config, target, name, value):
+                done.append(f"{where + '.' if where else ''}{name}={value!r}")
+    for name, literal in sorted(reads.required.items()):
+        for where, target in [("", config), *subs.items()]:
+            tables = [(name, target, getattr(target, name, None))]
+            tables += [(k, v, v.get(name)) for k, v in vars(target).items() if isinstance(v, dict)]
+            for label, holder, value in tables:
+                if isinstance(value, str) and value != literal:
+                    if isinstance(holder, dict):
+                        holder[name] = literal
+                    else:
+                        setattr(holder, name, literal)
+                    done.append(f"{where + '.' if where else ''}{label if label != name else ''}"
+                                f"{'[' + repr(name) + ']' if label != name else name}={literal!r}")
+    for attr, keys in sorted(reads.keys.items()):
+        holders = [(w, t) for w, t in [("", config), *subs.items()] if _has(t, attr)] or [("", config)]
+        for where, target in holders:
+            current = getattr(target, attr, None)
+            if current is not None and not isinstance(current, dict):
+                continue
+            table = current if isinstance(current, dict) else {}
+            added = {k: SHAPED[k] for k in sorted(keys) if k in SHAPED and k not in table}
+            if added:
+                table.update(added)
+                setattr(target, attr, table)
+                done += [f"{where + '.' if where else ''}{attr}[{k!r}]={v!r}" for k, v in added.items()]
+    return done
+
+
+def sibling_packages(package_dir: Path) -> list[str]:
+    """The sibling architecture packages ``package_dir`` imports (``from ..llama3 import``,
+    ``max.pipelines.architectures.llama3``), in the order first met."""
+    import ast
+
+    found: list[str] = []
+    parent = package_dir.parent
+    for path in sorted(package_dir.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        depth = len(path.relative_to(package_dir).parts)  # 1: a module of the package itself
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if node.level == depth + 1:
+                name = node.module.split(".")[0]
+            elif node.level == 0 and node.module.startswith("max.pipelines.architectures."):
+                name = node.module.split(".")[3]
+            else:
+                continue
+            if name != package_dir.name and (parent / name).is_dir() and name not in found:
+                found.append(name)
+    return found
+
+
+def package_sources(package_dir: Path) -> list[Path]:
+    """The ``.py`` files of a package and of every sibling package it imports, transitively."""
+    seen = [package_dir.name]
+    queue = [package_dir.name]
+    while queue:
+        for name in sibling_packages(package_dir.parent / queue.pop(0)):
+            if name not in seen:
+                seen.append(name)
+                queue.append(name)
+    return [p for name in seen for p in sorted((package_dir.parent / name).rglob("*.py"))]
+
+
+def registered_names(package_dir: Path) -> list[str]:
+    """The ``SupportedArchitecture(name=...)`` names a package's ``arch.py`` registers (static)."""
+    import ast
+
+    try:
+        tree = ast.parse((package_dir / "arch.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    return [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "SupportedArchitecture"
+            for kw in node.keywords if kw.arg == "name" and isinstance(kw.value, ast.Constant)
+            and isinstance(kw.value.value, str)]
+
+
+def sibling_model_types(package_dir: Path) -> list[str]:
+    """Model types of the sibling packages a package builds on (a draft or fused speculative
+    package configured from its target's checkpoint).
+
+    Siblings whose name is part of the package's name come first (longest
+    first: ``unified_eagle_llama3`` -> ``llama3`` before ``eagle_llama3``), then
+    the rest in import order; each gives the model types of the names its
+    ``arch.py`` registers; a sibling with none is looked through to its own siblings.
+    """
+    direct = sibling_packages(package_dir)
+    ordered = sorted(direct, key=lambda n: (n not in package_dir.name, -len(n) if n in package_dir.name else 0))
+    found: list[str] = []
+    seen = {package_dir.name}
+    queue = list(ordered)
+    while queue:
+        name = queue.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        types = model_types(*registered_names(package_dir.parent / name))
+        found += [t for t in types if t not in found]
+        if not types:
+            queue += sibling_packages(package_dir.parent / name)
+    return found
