@@ -12,6 +12,7 @@ and ``residual`` (comments only) run after it.
 from __future__ import annotations
 
 from codemods.base import Codemod
+from codemods.batch_processors import BatchProcessors
 from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies
@@ -36,6 +37,7 @@ from codemods.weight_adapters import WeightAdapters
 ORDER: list[type[Codemod]] = [
     GraphCompile,  # MV380-382: Graph + session.load → F.lazy() + model.compile()
     PipelineModels,  # MV383: V2 PipelineModel classes → ModuleV3 pipeline bases and hooks
+    BatchProcessors,  # MV383: V2 single-replica batch processors → the ModuleV3 one (V3 input order)
     KVCache,  # MV38x: flag KV-cache plumbing (TODO only)
     Sharding,  # MV39x: strategies → placements, per-device clones/loops → one module (TODO what has no V3 form)
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)

@@ -72,6 +72,20 @@ def _matches(stmt: cst.CSTNode, code: str) -> bool:
     return source(stmt).strip() == code
 
 
+def _stashed(func: cst.FunctionDef) -> set[str]:
+    """``{"self.X"}`` for a ``_load_state_dict`` override that sets ``self.X = super()._load_state_dict()``
+    and returns it: what ``graph_specs`` loads is then the state dict the V3 ``load_model`` compiles with."""
+    if func.name.value != "_load_state_dict" or not isinstance(func.body, cst.IndentedBlock) or not func.body.body:
+        return set()
+    ret = _small(func.body.body[-1])
+    if not (isinstance(ret, cst.Return) and ret.value is not None):
+        return set()
+    name = source(ret.value)
+    if any(_matches(s, f"{name} = super()._load_state_dict()") for s in func.body.body):
+        return {name}
+    return set()
+
+
 class PipelineModels(Codemod):
     PREFIX = "MV383"
 
@@ -82,6 +96,7 @@ class PipelineModels(Codemod):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.rewritten = False
+        self._stashes: set[str] = set()
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         """Drop V2-only pipeline names (bases, Model, GraphSpec...) the rewrite made unused."""
@@ -140,6 +155,7 @@ class PipelineModels(Codemod):
 
     def _rewrite_body(self, body: list[cst.BaseStatement], kv: bool) -> tuple[list[cst.BaseStatement], list[str]]:
         stash = any(isinstance(s, cst.FunctionDef) and self._is_stash(s) for s in body)
+        self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
         skip_doc = False
@@ -215,27 +231,36 @@ class PipelineModels(Codemod):
         stmts = list(func.body.body)
         head = [s for s in stmts if _is_docstring(s) or _is_guard(s)]
         rest = stmts[len(head):]
-        if stmts[: len(head)] != head or len(rest) not in (3, 4):
+        if stmts[: len(head)] != head or len(rest) < 3:
             return None
         ctor = _small(rest[0])
-        if not (isinstance(ctor, cst.Assign) and len(ctor.targets) == 1 and isinstance(ctor.targets[0].target, cst.Name)):
+        if isinstance(ctor, cst.Assign) and len(ctor.targets) == 1 and isinstance(ctor.targets[0].target, cst.Name):
+            model = ctor.targets[0].target.value
+        elif isinstance(ctor, cst.AnnAssign) and isinstance(ctor.target, cst.Name) and ctor.value is not None:
+            model = ctor.target.value
+        else:
             return None
-        model = ctor.targets[0].target.value
-        if not isinstance(ctor.value, cst.Call):
+        if not isinstance(ctor.value, cst.Call | cst.IfExp):
             return None
-        load = _small(rest[-2])
-        if not (
-            isinstance(load, cst.Expr)
-            and isinstance(load.value, cst.Call)
-            and source(load.value.func) == f"{model}.load_state_dict"
-            and load.value.args
-            and source(load.value.args[0].value) == "self.state_dict"
-        ):
-            return None
-        if len(rest) == 4:
-            types = _small(rest[1])
-            if not (isinstance(types, cst.Assign) and isinstance(types.value, cst.Call) and source(types.value.func) == f"{model}.input_types"):
+        stashes = self._stashes
+        loads = 0
+        types_stmt: cst.BaseStatement | None = None
+        kept: list[cst.BaseStatement] = []  # statements between that do not touch the module
+        for stmt in rest[1:-1]:
+            small = _small(stmt)
+            value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
+            if isinstance(small, cst.Expr) and isinstance(value, cst.Call) and source(value.func) == f"{model}.load_state_dict":
+                if not value.args or source(value.args[0].value) not in stashes:
+                    return None  # loads something else than what _load_state_dict returns
+                loads += 1
+            elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
+                types_stmt = stmt
+            elif small is not None and model not in identifiers(source(stmt)):
+                kept.append(stmt)
+            else:
                 return None
+        if loads != 1:
+            return None
         ret = _small(rest[-1])
         if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
             return None
@@ -254,8 +279,11 @@ class PipelineModels(Codemod):
         template = cst.parse_statement("".join(lines))
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         tail = list(template.body.body)
-        new_body = [*head, *tail[:-2], rest[0], *tail[-2:]]
-        input_types = source(rest[1]) if len(rest) == 4 else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+        new_body = [*head, *tail[:-2], rest[0], *kept, *tail[-2:]]
+        input_types = (
+            source(types_stmt) if types_stmt is not None
+            else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+        )
         todo = (
             f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"

@@ -32,6 +32,7 @@ CODEMOD_DIRS = [
     "graph_compile",
     "tied_embeddings",
     "pipeline_model",
+    "batch_processors",
     "weight_adapters",
     "residual",
     "self_imports",

@@ -252,6 +252,11 @@ PIPELINE_SYMBOLS: dict[str, Symbol] = {
     "compile_graphs": Symbol("MV382"),
     "init_graphs": Symbol("MV382"),
     "AlwaysSignalBuffersMixin": Symbol("MV391"),
+    # the Graph-path batcher gives inputs in the V2 graph order; ModuleV3 roots take
+    # (tokens, return_n_logits, input_row_offsets, *kv)
+    "SingleReplicaRaggedBatchProcessor": Symbol(
+        "MV383", "max.pipelines.lib.interfaces.batch_processor.ModuleV3SingleReplicaBatchProcessor"
+    ),
 }
 #: Common bases of the V2 and V3 pipeline models (ModuleV3PipelineModel
 #: subclasses PipelineModel): V2 only when a class derives from them directly.
