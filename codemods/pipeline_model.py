@@ -158,16 +158,19 @@ class PipelineModels(Codemod):
         self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
+        dropped: list[tuple[int, cst.BaseStatement]] = []  # the stash: back in if the rest still reads it
         skip_doc = False
         for stmt in body:
             if skip_doc and _is_docstring(stmt):
                 skip_doc = False
+                dropped.append((len(out), stmt))
                 continue
             skip_doc = False
             small = _small(stmt)
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is None:
                 if small.target.value == "state_dict" and stash:
                     skip_doc = True
+                    dropped.append((len(out), stmt))
                     continue
                 if small.target.value == "model":
                     out.append(self._model_annotation(stmt))
@@ -175,6 +178,7 @@ class PipelineModels(Codemod):
             if isinstance(stmt, cst.FunctionDef):
                 name = stmt.name.value
                 if name == "_load_state_dict" and self._is_stash(stmt):
+                    dropped.append((len(out), stmt))
                     continue
                 if name == "model" and self._is_models_property(stmt):
                     out.append(self._model_annotation(stmt))
@@ -193,6 +197,9 @@ class PipelineModels(Codemod):
                 out.append(self._in_method(stmt, kv))
                 continue
             out.append(stmt)
+        if dropped and any("self.state_dict" in source(s) for s in out):
+            for at, stmt in reversed(dropped):
+                out.insert(at, stmt)
         if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
@@ -225,61 +232,73 @@ class PipelineModels(Codemod):
         return isinstance(ret, cst.Return) and ret.value is not None and source(ret.value).startswith("self._models[")
 
     def _instantiate(self, func: cst.FunctionDef) -> cst.FunctionDef | None:
-        """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise."""
+        """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise.
+
+        The shape: statements that build the parts, one ``m = Root(...)`` (or
+        ``m: T = A(...) if ... else B(...)``), ``m.load_state_dict(<the stashed
+        state dict>, ...)``, optionally ``types = m.input_types(...)``, and
+        ``return {role: GraphSpec(m, ...)}``; every other statement is kept, so
+        none may touch ``m``.
+        """
         if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2:
             return None
         stmts = list(func.body.body)
-        head = [s for s in stmts if _is_docstring(s) or _is_guard(s)]
-        rest = stmts[len(head):]
-        if stmts[: len(head)] != head or len(rest) < 3:
-            return None
-        ctor = _small(rest[0])
-        if isinstance(ctor, cst.Assign) and len(ctor.targets) == 1 and isinstance(ctor.targets[0].target, cst.Name):
-            model = ctor.targets[0].target.value
-        elif isinstance(ctor, cst.AnnAssign) and isinstance(ctor.target, cst.Name) and ctor.value is not None:
-            model = ctor.target.value
-        else:
-            return None
-        if not isinstance(ctor.value, cst.Call | cst.IfExp):
-            return None
-        stashes = self._stashes
-        loads = 0
-        types_stmt: cst.BaseStatement | None = None
-        kept: list[cst.BaseStatement] = []  # statements between that do not touch the module
-        for stmt in rest[1:-1]:
-            small = _small(stmt)
-            value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
-            if isinstance(small, cst.Expr) and isinstance(value, cst.Call) and source(value.func) == f"{model}.load_state_dict":
-                if not value.args or source(value.args[0].value) not in stashes:
-                    return None  # loads something else than what _load_state_dict returns
-                loads += 1
-            elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
-                types_stmt = stmt
-            elif small is not None and model not in identifiers(source(stmt)):
-                kept.append(stmt)
-            else:
-                return None
-        if loads != 1:
-            return None
-        ret = _small(rest[-1])
+        ret = _small(stmts[-1]) if stmts else None
         if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
             return None
         spec = ret.value.elements[0]
         if not (isinstance(spec, cst.DictElement) and isinstance(spec.value, cst.Call) and spec.value.args):
             return None
-        if source(spec.value.args[0].value) != model or not source(spec.value.func).endswith("GraphSpec"):
+        if not isinstance(spec.value.args[0].value, cst.Name) or not source(spec.value.func).endswith("GraphSpec"):
             return None
+        model = spec.value.args[0].value.value
+        stashes = set(self._stashes)
+        ctor_at = -1
+        loads = 0
+        types_stmt: cst.BaseStatement | None = None
+        kept: list[cst.BaseStatement] = []
+        for stmt in stmts[:-1]:
+            small = _small(stmt)
+            value = small.value if isinstance(small, cst.Expr | cst.Assign | cst.AnnAssign) else None
+            target = (
+                small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1
+                else small.target if isinstance(small, cst.AnnAssign) else None
+            )
+            if isinstance(target, cst.Name) and target.value == model:
+                if ctor_at >= 0 or not isinstance(value, cst.Call | cst.IfExp):
+                    return None
+                ctor_at = len(kept)
+                kept.append(stmt)
+            elif isinstance(small, cst.Expr) and isinstance(value, cst.Call) and source(value.func) == f"{model}.load_state_dict":
+                if ctor_at < 0 or not value.args or source(value.args[0].value) not in stashes:
+                    return None  # loads something else than what _load_state_dict returns
+                loads += 1
+            elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
+                types_stmt = stmt
+            elif model in identifiers(source(stmt)):
+                return None
+            else:
+                if isinstance(target, cst.Name) and value is not None and source(value) in stashes:
+                    stashes.add(target.value)  # a local alias of the stashed state dict
+                kept.append(stmt)
+        if loads != 1 or ctor_at < 0:
+            return None
+        lead = 0  # the docstring and guards stay in front of the assert
+        while lead < len(kept) and (_is_docstring(kept[lead]) or _is_guard(kept[lead])):
+            lead += 1
+        head, kept = kept[:lead], kept[lead:]
         param = func.params.params[1]
         cfg = param.name.value
         any_ = self.state.import_name("typing", "Any")
         lines = [f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n"]
-        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name):
+        deleted = any(_matches(s, f"del {cfg}") for s in kept)
+        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and not deleted:
             lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
         lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
         template = cst.parse_statement("".join(lines))
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         tail = list(template.body.body)
-        new_body = [*head, *tail[:-2], rest[0], *kept, *tail[-2:]]
+        new_body = [*head, *tail[:-2], *kept, *tail[-2:]]
         input_types = (
             source(types_stmt) if types_stmt is not None
             else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
@@ -291,6 +310,7 @@ class PipelineModels(Codemod):
         new = func.with_changes(
             name=cst.Name("_instantiate_module"),
             params=template.params,
+            whitespace_before_params=template.whitespace_before_params,
             returns=template.returns,
             body=func.body.with_changes(body=new_body),
             decorators=[d for d in func.decorators if source(d.decorator) == "override"],
