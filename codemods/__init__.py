@@ -20,6 +20,7 @@ from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
 from codemods.kv_cache import KVCache
+from codemods.layer_calls import LayerCalls
 from codemods.layers import LayerConstructors
 from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
@@ -44,6 +45,7 @@ ORDER: list[type[Codemod]] = [
     WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
+    LayerCalls,  # MV342: calls of layers whose V3 forward takes fewer arguments (signal_buffers go; one Tensor, not a list)
     Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module
     Containers,  # MV35x: LayerList/Sequential
     Ops,  # MV37x: ops.X → F.X, graph-value APIs

@@ -33,6 +33,7 @@ CODEMOD_DIRS = [
     "tied_embeddings",
     "pipeline_model",
     "batch_processors",
+    "layer_calls",
     "weight_adapters",
     "residual",
     "self_imports",
