@@ -331,6 +331,30 @@ class PipelineModels(Codemod):
         return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
 
 
+#: the graph inputs a V2 ragged KV model took first, and the order a ModuleV3 root's forward takes them
+_V2_ORDER = ("tokens", "input_row_offsets", "return_n_logits")
+_V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
+
+
+def v3_input_order(args: list[cst.Arg]) -> list[cst.Arg] | None:
+    """``(x.tokens, x.input_row_offsets, x.return_n_logits, *x.signal_buffers, *rest)`` in the V3
+    order ``(x.tokens, x.return_n_logits, x.input_row_offsets, *rest)`` (the order
+    ``ModuleV3SingleReplicaBatchProcessor`` compiles with; one device: no signal buffers); None
+    when the arguments do not start that way."""
+    if len(args) < 3 or any(a.star or a.keyword is not None for a in args[:3]):
+        return None
+    names = [a.value.attr.value if isinstance(a.value, cst.Attribute) else None for a in args[:3]]
+    if tuple(names) != _V2_ORDER:
+        return None
+    by_name = dict(zip(names, args[:3], strict=True))
+    rest = list(args[3:])
+    if rest and rest[0].star == "*" and isinstance(rest[0].value, cst.Attribute) and rest[0].value.attr.value == "signal_buffers":
+        rest = rest[1:]
+    commas = [a.comma for a in args]
+    out = [by_name[n] for n in _V3_ORDER] + rest
+    return [a.with_changes(comma=commas[i]) for i, a in enumerate(out[:-1])] + [out[-1].with_changes(comma=commas[-1])]
+
+
 class _MethodRewrite(cst.CSTTransformer):
     def __init__(self, kv: bool) -> None:
         super().__init__()
@@ -340,7 +364,8 @@ class _MethodRewrite(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if source(updated.func) == "self.model.execute":
             self.executes += 1
-            return updated.with_changes(func=cst.parse_expression("self.model"))
+            args = v3_input_order(list(updated.args)) if self.kv else None
+            return updated.with_changes(func=cst.parse_expression("self.model"), args=args or updated.args)
         return updated
 
     def leave_SimpleStatementLine(
