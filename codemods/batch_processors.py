@@ -20,18 +20,28 @@ root with its inputs swapped (``input_row_offsets`` int64 instead of uint32).
 
     class B(SingleReplicaRaggedBatchProcessor[TextContext, "Inputs"]):
     →  class B(ModuleV3SingleReplicaBatchProcessor[TextContext, "Inputs"]):
+
+A Graph-path ``RaggedBatchProcessor`` (DP/LoRA batching, no ModuleV3 twin)
+keeps its base; its ``get_symbolic_inputs`` returning
+``ragged_kv_symbolic_inputs(...)`` returns ``modulev3_ragged_kv_symbolic_inputs``
+instead (another gets a TODO). A ``ModelInputs`` whose ``buffers`` returns
+``(x.tokens, x.input_row_offsets, x.return_n_logits, *x.signal_buffers, ...)``
+returns them in the V3 order, as ``pipeline_model`` does for ``execute``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.pipeline_model import v3_input_order
 
 _V2 = "SingleReplicaRaggedBatchProcessor"
+_RAGGED = "RaggedBatchProcessor"
 _V3 = "ModuleV3SingleReplicaBatchProcessor"
 _HOME = "max.pipelines.lib.interfaces.batch_processor"
 #: the keyword arguments ModuleV3SingleReplicaBatchProcessor passes to ``_make_inputs``
@@ -56,11 +66,17 @@ class BatchProcessors(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return _V2 in source
+        return _RAGGED in source or "def buffers" in source
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        if self._derives(original, _RAGGED):
+            return self._ragged(original, updated)
+        if self._derives(original, "ModelInputs"):
+            return self._inputs(original, updated)
         index = self._v2_base(original)
-        if index is None or not isinstance(updated.body, cst.IndentedBlock):
+        if index is None:
             return updated
         bases = list(updated.bases)
         base = bases[index].value
@@ -92,6 +108,56 @@ class BatchProcessors(Codemod):
         kept = _without(list(updated.body.body), body) or [cst.SimpleStatementLine([cst.Pass()])]
         return updated.with_changes(bases=bases, body=updated.body.with_changes(body=kept))
 
+    def _derives(self, node: cst.ClassDef, name: str) -> bool:
+        for arg in node.bases:
+            expr = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
+            qual = self.qualname(expr)
+            if qual and qual.startswith("max.pipelines") and qual.rsplit(".", 1)[1] == name:
+                return True
+        return False
+
+    def _ragged(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A Graph-path ``RaggedBatchProcessor`` (DP/LoRA batching: no ModuleV3 twin): its
+        ``get_symbolic_inputs`` gives the V3 order (``modulev3_ragged_kv_symbolic_inputs``)."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        body = []
+        for stmt in updated.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "get_symbolic_inputs":
+                stmt = self._v3_symbolic(stmt)
+            body.append(stmt)
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def _v3_symbolic(self, func: cst.FunctionDef) -> cst.BaseStatement:
+        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        ret = _small(stmts[0]) if len(stmts) == 1 else None
+        call = ret.value if isinstance(ret, cst.Return) else None
+        if isinstance(call, cst.Call) and source(call.func).rsplit(".", 1)[-1] == "modulev3_ragged_kv_symbolic_inputs":
+            return func
+        if not (isinstance(call, cst.Call) and source(call.func) == "ragged_kv_symbolic_inputs"
+                and {a.keyword.value for a in call.args if a.keyword} == {"kv_params", "device_refs", "include_signal_buffers"}):
+            return self._todo(func, code="MV382", message=(
+                "get_symbolic_inputs: a ModuleV3 root takes (tokens, return_n_logits, input_row_offsets, *kv) "
+                "(modulev3_ragged_kv_symbolic_inputs): give that order"
+            ))
+        name = self.state.import_name(_HOME, "modulev3_ragged_kv_symbolic_inputs")
+        args = [a for a in call.args if a.keyword is not None and a.keyword.value != "include_signal_buffers"]
+        args[-1] = args[-1].with_changes(comma=call.args[-1].comma)
+        self.rewrote(func, "MV383", "ragged_kv_symbolic_inputs → modulev3_ragged_kv_symbolic_inputs (the V3 root's input order)")
+        return func.visit(_Swap(call, call.with_changes(func=cst.Name(name), args=args)))  # type: ignore[return-value]
+
+    def _inputs(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A ``ModelInputs`` whose ``buffers`` gives the V2 order → the V3 order (no signal buffers)."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        body = []
+        for stmt in updated.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "buffers":
+                new = stmt.visit(_V3Buffers())
+                if new is not stmt:
+                    self.rewrote(stmt, "MV383", "buffers: the V3 root's input order (tokens, return_n_logits, input_row_offsets, *kv)")
+                stmt = new  # type: ignore[assignment]
+            body.append(stmt)
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
     def _v2_base(self, node: cst.ClassDef) -> int | None:
         for i, arg in enumerate(node.bases):
             expr = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
@@ -112,8 +178,8 @@ class BatchProcessors(Codemod):
             and source(ret.value.func).rsplit(".", 1)[-1] in _SYMBOLIC
         )
 
-    def _todo(self, stmt: cst.BaseStatement, message: str) -> cst.BaseStatement:
-        result = attach_todos(stmt, [f"{TODO_PREFIX}MV383 {message}"])
+    def _todo(self, stmt: cst.BaseStatement, message: str, code: str = "MV383") -> cst.BaseStatement:
+        result = attach_todos(stmt, [f"{TODO_PREFIX}{code} {message}"])
         return result if isinstance(result, cst.BaseStatement) else stmt
 
     def _make_inputs(self, func: cst.FunctionDef) -> cst.BaseStatement:
@@ -138,6 +204,35 @@ class BatchProcessors(Codemod):
             f"_make_inputs: {_V3} passes only tokens, input_row_offsets, return_n_logits and "
             f"kv_cache_inputs; give {', '.join(extra)} a value here"
         ))
+
+
+class _Swap(cst.CSTTransformer):
+    def __init__(self, old: cst.CSTNode, new: cst.CSTNode) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+        return self.new if original is self.old else updated
+
+
+class _V3Buffers(cst.CSTTransformer):
+    """``return (self.tokens, self.input_row_offsets, self.return_n_logits, *self.signal_buffers, *kv)``
+    → ``return (self.tokens, self.return_n_logits, self.input_row_offsets, *kv)``."""
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
+        value = updated.value
+        if not isinstance(value, cst.Tuple):
+            return updated
+        args = [cst.Arg(value=e.value, star="*" if isinstance(e, cst.StarredElement) else "", comma=e.comma)
+                for e in value.elements]
+        order = v3_input_order(args)
+        if order is None:
+            return updated
+        elements = [
+            cst.StarredElement(value=a.value, comma=a.comma) if a.star else cst.Element(value=a.value, comma=a.comma)
+            for a in order
+        ]
+        return updated.with_changes(value=value.with_changes(elements=elements))
 
 
 def _drop_param(params: Sequence[cst.Param]) -> list[cst.Param]:

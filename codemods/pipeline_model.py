@@ -37,6 +37,8 @@ _BASES = {
     "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
 }
 _HOME = "max.pipelines.lib"
+#: what a V2 pipeline's own load_model/load_graphs override loads through
+_V2_LOAD = frozenset({"load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile"})
 #: V2-only names that the rewrite may leave unused: dropped from their imports then
 _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
 
@@ -70,6 +72,22 @@ def _is_guard(stmt: cst.CSTNode) -> bool:
 
 def _matches(stmt: cst.CSTNode, code: str) -> bool:
     return source(stmt).strip() == code
+
+
+def _helper_calls(body: cst.CSTNode, name: str) -> set[str]:
+    """``h`` of every ``name = self.h(...)`` in ``body``."""
+    found: set[str] = set()
+
+    class _Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            if isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call):
+                func = node.value.func
+                if isinstance(func, cst.Attribute) and source(func.value) == "self":
+                    found.add(func.attr.value)
+
+    body.visit(_Find())
+    return found
 
 
 def _stashed(func: cst.FunctionDef) -> set[str]:
@@ -156,6 +174,12 @@ class PipelineModels(Codemod):
     def _rewrite_body(self, body: list[cst.BaseStatement], kv: bool) -> tuple[list[cst.BaseStatement], list[str]]:
         stash = any(isinstance(s, cst.FunctionDef) and self._is_stash(s) for s in body)
         self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
+        helpers: dict[str, cst.FunctionDef] = {}
+        for s in body:
+            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module") and "GraphSpec" in source(s.body):
+                built = self._instantiate(s, helper=True)
+                if built is not None:
+                    helpers[s.name.value] = built
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
         dropped: list[tuple[int, cst.BaseStatement]] = []  # the stash: back in if the rest still reads it
@@ -180,11 +204,17 @@ class PipelineModels(Codemod):
                 if name == "_load_state_dict" and self._is_stash(stmt):
                     dropped.append((len(out), stmt))
                     continue
+                if self._is_v2_load(stmt):
+                    self.rewrote(stmt, "MV382", f"{name}(session): V2 load plumbing; the V3 base's load_model() builds and compiles")
+                    continue
                 if name == "model" and self._is_models_property(stmt):
                     out.append(self._model_annotation(stmt))
                     continue
+                if name in helpers:
+                    out.append(helpers[name])
+                    continue
                 if name == "graph_specs":
-                    replaced = self._instantiate(stmt)
+                    replaced = self._instantiate(stmt) or self._dispatch(stmt, helpers)
                     if replaced is None:
                         out.append(self._todo_stmt(stmt, (
                             "graph_specs → _instantiate_module(self, model_config): build the root module "
@@ -224,6 +254,16 @@ class PipelineModels(Codemod):
         )
 
     @staticmethod
+    def _is_v2_load(func: cst.FunctionDef) -> bool:
+        """``load_model(self, session)`` / ``load_graphs(self, session)`` that load through the V2
+        graph path (``load_graphs``, ``compile_graphs``, ``init_graphs``, ``_build_graph_for_compile``)."""
+        if func.name.value not in ("load_model", "load_graphs"):
+            return False
+        if [p.name.value for p in func.params.params] != ["self", "session"]:
+            return False
+        return bool(identifiers(source(func.body)) & _V2_LOAD)
+
+    @staticmethod
     def _is_models_property(func: cst.FunctionDef) -> bool:
         if not any(source(d.decorator) == "property" for d in func.decorators):
             return False
@@ -231,7 +271,44 @@ class PipelineModels(Codemod):
         ret = _small(stmts[0]) if len(stmts) == 1 else None
         return isinstance(ret, cst.Return) and ret.value is not None and source(ret.value).startswith("self._models[")
 
-    def _instantiate(self, func: cst.FunctionDef) -> cst.FunctionDef | None:
+    def _dispatch(self, func: cst.FunctionDef, helpers: dict[str, cst.FunctionDef]) -> cst.FunctionDef | None:
+        """``graph_specs`` that picks one of this class's spec helpers (``spec = self._x_spec(cfg)``
+        per branch, ``return {role: spec}``) → ``_instantiate_module`` returning the module the
+        rewritten helpers build; a helper that could not be rewritten is named in a TODO."""
+        if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2 or not func.body.body:
+            return None
+        ret = _small(func.body.body[-1])
+        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
+            return None
+        element = ret.value.elements[0]
+        if not (isinstance(element, cst.DictElement) and isinstance(element.value, cst.Name)):
+            return None
+        name = element.value.value
+        called = _helper_calls(func.body, name)
+        if not called or not (called & helpers.keys()):
+            return None
+        any_ = self.state.import_name("typing", "Any")
+        cfg = func.params.params[1].name.value
+        template = cst.parse_statement(f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n    return {name}\n")
+        assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
+        body = [*func.body.body[:-1], template.body.body[0].with_changes(leading_lines=getattr(func.body.body[-1], "leading_lines", ()))]
+        new = func.with_changes(
+            name=cst.Name("_instantiate_module"),
+            params=template.params,
+            whitespace_before_params=template.whitespace_before_params,
+            returns=template.returns,
+            body=func.body.with_changes(body=body),
+            decorators=[d for d in func.decorators if source(d.decorator) == "override"],
+        )
+        self.rewrote(func, "MV383", "graph_specs → _instantiate_module (through its spec helpers)")
+        todos = [
+            f"{TODO_PREFIX}MV382 {h} still returns a V2 GraphSpec: make it build and return the module (no load_state_dict)"
+            for h in sorted(called - helpers.keys())
+        ]
+        result = attach_todos(new, todos)
+        return result if isinstance(result, cst.FunctionDef) else new
+
+    def _instantiate(self, func: cst.FunctionDef, helper: bool = False) -> cst.FunctionDef | None:
         """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise.
 
         The shape: statements that build the parts, one ``m = Root(...)`` (or
@@ -244,14 +321,19 @@ class PipelineModels(Codemod):
             return None
         stmts = list(func.body.body)
         ret = _small(stmts[-1]) if stmts else None
-        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
+        if not isinstance(ret, cst.Return) or ret.value is None:
             return None
-        spec = ret.value.elements[0]
-        if not (isinstance(spec, cst.DictElement) and isinstance(spec.value, cst.Call) and spec.value.args):
+        if helper:
+            spec_call = ret.value
+        elif isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1:
+            spec_call = ret.value.elements[0].value
+        else:
             return None
-        if not isinstance(spec.value.args[0].value, cst.Name) or not source(spec.value.func).endswith("GraphSpec"):
+        if not (isinstance(spec_call, cst.Call) and spec_call.args and source(spec_call.func).endswith("GraphSpec")):
             return None
-        model = spec.value.args[0].value.value
+        if not isinstance(spec_call.args[0].value, cst.Name):
+            return None
+        model = spec_call.args[0].value.value
         stashes = set(self._stashes)
         ctor_at = -1
         loads = 0
@@ -287,6 +369,8 @@ class PipelineModels(Codemod):
         while lead < len(kept) and (_is_docstring(kept[lead]) or _is_guard(kept[lead])):
             lead += 1
         head, kept = kept[:lead], kept[lead:]
+        if helper:
+            return self._builder(func, model, [*head, *kept])
         param = func.params.params[1]
         cfg = param.name.value
         any_ = self.state.import_name("typing", "Any")
@@ -301,7 +385,7 @@ class PipelineModels(Codemod):
         new_body = [*head, *tail[:-2], *kept, *tail[-2:]]
         input_types = (
             source(types_stmt) if types_stmt is not None
-            else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+            else source(spec_call.args[2].value) if len(spec_call.args) > 2 else "?"
         )
         todo = (
             f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
@@ -319,6 +403,17 @@ class PipelineModels(Codemod):
         self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
         result = attach_todos(new, [todo])
         return result if isinstance(result, cst.FunctionDef) else new
+
+    def _builder(self, func: cst.FunctionDef, model: str, kept: list[cst.BaseStatement]) -> cst.FunctionDef:
+        """A spec helper (``return GraphSpec(m, ...)``) → the same method building and returning ``m``."""
+        any_ = self.state.import_name("typing", "Any")
+        tail = cst.parse_module(f"{model}.to(self.devices[0])\nreturn {model}\n").body
+        new = func.with_changes(
+            returns=cst.Annotation(cst.Name(any_)),
+            body=func.body.with_changes(body=[*kept, *tail]),
+        )
+        self.rewrote(func, "MV382", f"{func.name.value}: load_state_dict/GraphSpec → returns the module")
+        return new
 
     def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
         """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
@@ -371,6 +466,8 @@ class _MethodRewrite(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if _matches(original, "self.model = self.load_model(session)") and self.kv:
+            return cst.RemovalSentinel.REMOVE  # the V3 KV base's __init__ compiles: self.model = self.load_model()
         if _matches(original, "self._models = self.load_graphs(session)"):
             if self.kv:
                 return cst.RemovalSentinel.REMOVE
