@@ -81,7 +81,11 @@ class BatchProcessors(Codemod):
         bases = list(updated.bases)
         base = bases[index].value
         name = cst.Name(self.state.import_name(_HOME, _V3))
-        new_base = base.with_changes(value=name) if isinstance(base, cst.Subscript) else name
+        new_base: cst.BaseExpression = name
+        if isinstance(base, cst.Subscript):  # V3 is generic in (context, inputs) only: no arch config type
+            kept = list(base.slice[:2])
+            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            new_base = base.with_changes(value=name, slice=kept)
         bases[index] = bases[index].with_changes(value=new_base)
         self.rewrote(original, "MV383", f"{_V2} → {_V3}: inputs in the ModuleV3 order")
         body: list[cst.BaseStatement | None] = []  # None: a statement that goes
