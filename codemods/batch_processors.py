@@ -83,9 +83,9 @@ class BatchProcessors(Codemod):
         name = cst.Name(self.state.import_name(_HOME, _V3))
         new_base: cst.BaseExpression = name
         if isinstance(base, cst.Subscript):  # V3 is generic in (context, inputs) only: no arch config type
-            kept = list(base.slice[:2])
-            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            new_base = base.with_changes(value=name, slice=kept)
+            types = list(base.slice[:2])
+            types[-1] = types[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            new_base = base.with_changes(value=name, slice=types)
         bases[index] = bases[index].with_changes(value=new_base)
         self.rewrote(original, "MV383", f"{_V2} → {_V3}: inputs in the ModuleV3 order")
         body: list[cst.BaseStatement | None] = []  # None: a statement that goes
