@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
-from codemods.imports import _IDENT, blanked_code
+from codemods.imports import _IDENT, blank, blanked_code
 
 _BASES = {
     "PipelineModel": "ModuleV3PipelineModel",
@@ -102,6 +102,11 @@ def _stashed(func: cst.FunctionDef) -> set[str]:
     if any(_matches(s, f"{name} = super()._load_state_dict()") for s in func.body.body):
         return {name}
     return set()
+
+
+def _identifiers(code: str) -> set[str]:
+    """Identifiers used in ``code`` outside comments and plain strings."""
+    return set(_IDENT.findall(blank(code)))
 
 
 class PipelineModels(Codemod):
@@ -261,7 +266,7 @@ class PipelineModels(Codemod):
             return False
         if [p.name.value for p in func.params.params] != ["self", "session"]:
             return False
-        return bool(identifiers(source(func.body)) & _V2_LOAD)
+        return bool(_identifiers(source(func.body)) & _V2_LOAD)
 
     @staticmethod
     def _is_models_property(func: cst.FunctionDef) -> bool:
@@ -357,7 +362,7 @@ class PipelineModels(Codemod):
                 loads += 1
             elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
                 types_stmt = stmt
-            elif model in identifiers(source(stmt)):
+            elif model in _identifiers(source(stmt)):
                 return None
             else:
                 if isinstance(target, cst.Name) and value is not None and source(value) in stashes:
@@ -416,10 +421,11 @@ class PipelineModels(Codemod):
         return new
 
     def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
-        """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
+        """``self._models = self.load_graphs(session)``, ``self.model = self.load_model(session)`` and
+        ``self.model.execute(...)`` inside a method."""
         if not any(
             isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in ("load_graphs", "execute")
+            and call.func.attr.value in ("load_graphs", "load_model", "execute")
             for call in nodes_of(func, (cst.Call,))
         ):
             return func  # neither pattern can occur: skip the rewriting walk
