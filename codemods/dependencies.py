@@ -40,45 +40,6 @@ class Dependencies(Codemod):
     def applies(cls, source: str) -> bool:
         return "from .." in source or "architectures." in source
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        #: imported class → (its variant, the attributes it lost that this package reads)
-        self.lost: dict[str, tuple[str, frozenset[str]]] = {}
-        #: imported class → how its variant's constructor differs
-        self.changed: dict[str, str] = {}
-        self.bases: list[set[str]] = []  # names of the bases of the classes being visited
-
-    # --- the uses of a class whose variant differs: the TODO also sits where it fails --------
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.bases.append({a.value.value for a in node.bases if isinstance(a.value, cst.Name)})
-
-    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        self.bases.pop()
-        return updated
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        if not self.changed:
-            return updated
-        func = original.func
-        name = func.value if isinstance(func, cst.Name) else None
-        if _is_super(func, "__init__") and self.bases:
-            name = next((b for b in sorted(self.bases[-1]) if b in self.changed), None)
-        if name in self.changed:
-            self.todo("MV301", f"{self.changed[name]}: this call passes the V2 arguments")
-        return updated
-
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
-        if not self.lost:
-            return updated
-        attr = original.attr.value
-        owner = original.value.value if isinstance(original.value, cst.Name) else None
-        if _is_super(original, attr) and self.bases:
-            owner = next((b for b in sorted(self.bases[-1]) if b in self.lost and attr in self.lost[b][1]), None)
-        if owner in self.lost and attr in self.lost[owner][1]:
-            self.todo("MV301", f"{self.lost[owner][0]}'s {owner} has no {attr} (V2's has): define it or read it from elsewhere")
-        return updated
-
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         ctx = self.state.context
         if original.module is None or (ctx.package or "").endswith("_modulev3"):
@@ -159,9 +120,8 @@ class Dependencies(Codemod):
         if not ctx.attribute_reads:
             return
         for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
-            lost = sorted((set(v2) - set(v3)) & set(ctx.attribute_reads))
+            lost = sorted((v2 - v3) & ctx.attribute_reads)
             if lost:
-                self.lost[name] = (target, frozenset(lost))
                 self.todo(
                     "MV301",
                     f"{target}'s {name} has no {', '.join(lost)} (V2 {package}'s {name} has, and this package "
@@ -181,7 +141,6 @@ class Dependencies(Codemod):
             if "**" in v3:
                 gone = []
             if new_required or gone:
-                self.changed[name] = f"{target}'s {name}({', '.join(v3)}) is not V2 {package}'s {name}({', '.join(v2)})"
                 self.todo(
                     "MV301",
                     f"{target}'s {name}({', '.join(v3)}) is not V2 {package}'s {name}({', '.join(v2)}): "
@@ -215,14 +174,6 @@ class Dependencies(Codemod):
         if "*" in exports:
             return []
         return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
-
-
-def _is_super(node: cst.BaseExpression, attr: str) -> bool:
-    """``super().<attr>``."""
-    return (
-        isinstance(node, cst.Attribute) and node.attr.value == attr
-        and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name) and node.value.func.value == "super"
-    )
 
 
 _Fact = TypeVar("_Fact")
