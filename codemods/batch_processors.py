@@ -63,10 +63,24 @@ def _is_docstring(stmt: cst.CSTNode) -> bool:
 
 class BatchProcessors(Codemod):
     PREFIX = "MV383"
+    #: a batch processor file has no V2 layer code (a V3 package, olmo3, keeps the Graph-path
+    #: base with the V3 order on purpose: check does not flag the base, apply rewrites it)
+    NEUTRAL_OK = True
 
     @classmethod
     def applies(cls, source: str) -> bool:
         return _RAGGED in source or "def buffers" in source
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        """``from ...batch_processor import SingleReplicaRaggedBatchProcessor`` names the V3 class
+        (in place: a batch processor file is neutral, no import pass adds it)."""
+        if original.module is None or source(original.module) != _HOME or isinstance(updated.names, cst.ImportStar):
+            return updated
+        names = [
+            a.with_changes(name=cst.Name(_V3)) if isinstance(a.name, cst.Name) and a.name.value == _V2 and a.asname is None else a
+            for a in updated.names
+        ]
+        return updated.with_changes(names=names)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         if not isinstance(updated.body, cst.IndentedBlock):
@@ -80,7 +94,7 @@ class BatchProcessors(Codemod):
             return updated
         bases = list(updated.bases)
         base = bases[index].value
-        name = cst.Name(self.state.import_name(_HOME, _V3))
+        name = cst.Name(_V3)  # (its import: leave_ImportFrom renames the V2 one in place)
         new_base: cst.BaseExpression = name
         if isinstance(base, cst.Subscript):  # V3 is generic in (context, inputs) only: no arch config type
             types = list(base.slice[:2])

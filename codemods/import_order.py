@@ -210,19 +210,11 @@ def _space_comments(block: list[cst.SimpleStatementLine], todos_only: bool) -> l
     return out
 
 
-#: the package of a relative sibling import (``from ..llama3.x import``, ``from .. import llama3``)
-_SIBLING = re.compile(r"from[ \t]+\.\.(\w+)")
-
-
 def _neutral_moves(source: str, context: TransformContext) -> bool:
     """A codemod that runs on neutral files may move an import to another section or
-    change its names: an absolute sibling import made relative, a relative one pointed
-    at the sibling's ``_modulev3`` variant, an export renamed."""
-    return (
-        "architectures." in source
-        or Registration.applies_to(source, context)
-        or (bool(context.v3_packages) and any(p in context.v3_packages for p in _SIBLING.findall(source)))
-    )
+    change its names: an absolute sibling import made relative, an export renamed, a
+    batch processor's base replaced (``codemods.batch_processors``)."""
+    return "architectures." in source or Registration.applies_to(source, context) or "RaggedBatchProcessor" in source
 
 
 class ImportOrder(Codemod):

@@ -252,11 +252,6 @@ PIPELINE_SYMBOLS: dict[str, Symbol] = {
     "compile_graphs": Symbol("MV382"),
     "init_graphs": Symbol("MV382"),
     "AlwaysSignalBuffersMixin": Symbol("MV391"),
-    # the Graph-path batcher gives inputs in the V2 graph order; ModuleV3 roots take
-    # (tokens, return_n_logits, input_row_offsets, *kv)
-    "SingleReplicaRaggedBatchProcessor": Symbol(
-        "MV383", "max.pipelines.lib.interfaces.batch_processor.ModuleV3SingleReplicaBatchProcessor"
-    ),
     # the Graph-path ragged batcher with DP/LoRA: its compile inputs follow the V2 order
     "RaggedBatchProcessor": Symbol(
         "MV382", None, "Graph-path batching (DP/LoRA), no ModuleV3 twin: its inputs must follow the V3 root's order"
