@@ -12,6 +12,7 @@ and ``residual`` (comments only) run after it.
 from __future__ import annotations
 
 from codemods.base import Codemod
+from codemods.batch_processors import BatchProcessors
 from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies
@@ -19,6 +20,7 @@ from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
 from codemods.kv_cache import KVCache
+from codemods.layer_calls import LayerCalls
 from codemods.layers import LayerConstructors
 from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
@@ -36,12 +38,14 @@ from codemods.weight_adapters import WeightAdapters
 ORDER: list[type[Codemod]] = [
     GraphCompile,  # MV380-382: Graph + session.load → F.lazy() + model.compile()
     PipelineModels,  # MV383: V2 PipelineModel classes → ModuleV3 pipeline bases and hooks
+    BatchProcessors,  # MV383: V2 single-replica batch processors → the ModuleV3 one (V3 input order)
     KVCache,  # MV38x: flag KV-cache plumbing (TODO only)
     Sharding,  # MV39x: strategies → placements, per-device clones/loops → one module (TODO what has no V3 form)
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)
     WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
+    LayerCalls,  # MV342: calls of layers whose V3 forward takes fewer arguments (signal_buffers go; one Tensor, not a list)
     Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module
     Containers,  # MV35x: LayerList/Sequential
     Ops,  # MV37x: ops.X → F.X, graph-value APIs

@@ -54,6 +54,8 @@ class TransformContext:
     class_attributes: dict[str, frozenset[str]] = field(default_factory=dict)
     #: every ``.name`` the files of this file's package read (by text)
     attribute_reads: frozenset[str] = frozenset()
+    #: existing variants whose pipeline ``model`` this file's package imports (so it builds their module tree)
+    variant_models: frozenset[str] = frozenset()
     #: ``pkg.module.Class`` → ``__init__`` parameters, same classes as ``class_attributes``
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)

@@ -7,6 +7,13 @@ absolute import becomes relative, so it reaches that variant and not whatever
 ``max.pipelines.architectures`` resolves to); otherwise the import stays with
 a TODO naming the package to migrate first.
 
+Weight adapters are the exception: an *existing* variant's adapters rename
+checkpoint keys for that variant's module tree (max's ports nest it under
+``language_model.``), while migrated modules keep the V2 names. So
+``weight_adapters`` imports keep the V2 sibling (with a TODO saying why),
+unless the package builds the variant's own pipeline model (it imports a name
+the variant's ``model`` module defines: ``TransformContext.variant_models``).
+
     from ..llama3.model_config import Llama3Config
     →  from ..llama3_modulev3.model_config import Llama3Config
 """
@@ -21,6 +28,8 @@ import libcst as cst
 from codemods.base import Codemod
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
+
+_ADAPTERS = "weight_adapters"
 
 
 class Dependencies(Codemod):
@@ -60,6 +69,13 @@ class Dependencies(Codemod):
             self.todo("MV301", f"depends on V2 package {package}: migrate {package} first (apply {package} ...)")
             return updated
         new = ".".join([target, *parts[1:]])
+        if self._adapters_of_existing(target, parts[1:], updated):
+            self.todo(
+                "MV301",
+                f"kept {package}'s V2 weight adapters: the existing {target}'s rename checkpoint keys for its own "
+                f"module tree, and the migrated modules here keep the V2 names",
+            )
+            return updated
         missing = self._missing_names(new, updated)
         if missing:
             names = ", ".join(missing)
@@ -80,6 +96,23 @@ class Dependencies(Codemod):
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
+
+    def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
+        """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
+
+        Such a variant is max's own port (or an earlier migration): its adapters map checkpoint
+        keys onto its module tree (the official ports nest it, ``language_model.``), while
+        migrated code keeps the V2 module tree and so needs the V2 adapters' names.
+        """
+        ctx = self.state.context
+        if rest[:1] != [_ADAPTERS] and not (
+            not rest and not isinstance(node.names, cst.ImportStar)
+            and any(isinstance(a.name, cst.Name) and a.name.value == _ADAPTERS for a in node.names)
+        ):
+            return False
+        if target in ctx.variant_models:
+            return False  # the package builds the variant's own pipeline model, and so its tree
+        return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
 
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant lacks attributes of the V2 class that this package reads."""

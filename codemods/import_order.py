@@ -212,8 +212,9 @@ def _space_comments(block: list[cst.SimpleStatementLine], todos_only: bool) -> l
 
 def _neutral_moves(source: str, context: TransformContext) -> bool:
     """A codemod that runs on neutral files may move an import to another section or
-    change its names: an absolute sibling import made relative, an export renamed."""
-    return "architectures." in source or Registration.applies_to(source, context)
+    change its names: an absolute sibling import made relative, an export renamed, a
+    batch processor's base replaced (``codemods.batch_processors``)."""
+    return "architectures." in source or Registration.applies_to(source, context) or "RaggedBatchProcessor" in source
 
 
 class ImportOrder(Codemod):

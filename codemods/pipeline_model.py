@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
-from codemods.imports import _IDENT, blanked_code
+from codemods.imports import _IDENT, blank, blanked_code
 
 _BASES = {
     "PipelineModel": "ModuleV3PipelineModel",
@@ -37,6 +37,8 @@ _BASES = {
     "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
 }
 _HOME = "max.pipelines.lib"
+#: what a V2 pipeline's own load_model/load_graphs override loads through
+_V2_LOAD = frozenset({"load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile"})
 #: V2-only names that the rewrite may leave unused: dropped from their imports then
 _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
 
@@ -72,6 +74,41 @@ def _matches(stmt: cst.CSTNode, code: str) -> bool:
     return source(stmt).strip() == code
 
 
+def _helper_calls(body: cst.CSTNode, name: str) -> set[str]:
+    """``h`` of every ``name = self.h(...)`` in ``body``."""
+    found: set[str] = set()
+
+    class _Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            if isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call):
+                func = node.value.func
+                if isinstance(func, cst.Attribute) and source(func.value) == "self":
+                    found.add(func.attr.value)
+
+    body.visit(_Find())
+    return found
+
+
+def _stashed(func: cst.FunctionDef) -> set[str]:
+    """``{"self.X"}`` for a ``_load_state_dict`` override that sets ``self.X = super()._load_state_dict()``
+    and returns it: what ``graph_specs`` loads is then the state dict the V3 ``load_model`` compiles with."""
+    if func.name.value != "_load_state_dict" or not isinstance(func.body, cst.IndentedBlock) or not func.body.body:
+        return set()
+    ret = _small(func.body.body[-1])
+    if not (isinstance(ret, cst.Return) and ret.value is not None):
+        return set()
+    name = source(ret.value)
+    if any(_matches(s, f"{name} = super()._load_state_dict()") for s in func.body.body):
+        return {name}
+    return set()
+
+
+def _identifiers(code: str) -> set[str]:
+    """Identifiers used in ``code`` outside comments and plain strings."""
+    return set(_IDENT.findall(blank(code)))
+
+
 class PipelineModels(Codemod):
     PREFIX = "MV383"
 
@@ -82,6 +119,7 @@ class PipelineModels(Codemod):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.rewritten = False
+        self._stashes: set[str] = set()
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         """Drop V2-only pipeline names (bases, Model, GraphSpec...) the rewrite made unused."""
@@ -140,18 +178,28 @@ class PipelineModels(Codemod):
 
     def _rewrite_body(self, body: list[cst.BaseStatement], kv: bool) -> tuple[list[cst.BaseStatement], list[str]]:
         stash = any(isinstance(s, cst.FunctionDef) and self._is_stash(s) for s in body)
+        self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
+        helpers: dict[str, cst.FunctionDef] = {}
+        for s in body:
+            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module") and "GraphSpec" in source(s.body):
+                built = self._instantiate(s, helper=True)
+                if built is not None:
+                    helpers[s.name.value] = built
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
+        dropped: list[tuple[int, cst.BaseStatement]] = []  # the stash: back in if the rest still reads it
         skip_doc = False
         for stmt in body:
             if skip_doc and _is_docstring(stmt):
                 skip_doc = False
+                dropped.append((len(out), stmt))
                 continue
             skip_doc = False
             small = _small(stmt)
             if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is None:
                 if small.target.value == "state_dict" and stash:
                     skip_doc = True
+                    dropped.append((len(out), stmt))
                     continue
                 if small.target.value == "model":
                     out.append(self._model_annotation(stmt))
@@ -159,12 +207,19 @@ class PipelineModels(Codemod):
             if isinstance(stmt, cst.FunctionDef):
                 name = stmt.name.value
                 if name == "_load_state_dict" and self._is_stash(stmt):
+                    dropped.append((len(out), stmt))
+                    continue
+                if self._is_v2_load(stmt):
+                    self.rewrote(stmt, "MV382", f"{name}(session): V2 load plumbing; the V3 base's load_model() builds and compiles")
                     continue
                 if name == "model" and self._is_models_property(stmt):
                     out.append(self._model_annotation(stmt))
                     continue
+                if name in helpers:
+                    out.append(helpers[name])
+                    continue
                 if name == "graph_specs":
-                    replaced = self._instantiate(stmt)
+                    replaced = self._instantiate(stmt) or self._dispatch(stmt, helpers)
                     if replaced is None:
                         out.append(self._todo_stmt(stmt, (
                             "graph_specs → _instantiate_module(self, model_config): build the root module "
@@ -177,6 +232,9 @@ class PipelineModels(Codemod):
                 out.append(self._in_method(stmt, kv))
                 continue
             out.append(stmt)
+        if dropped and any("self.state_dict" in source(s) for s in out):
+            for at, stmt in reversed(dropped):
+                out.insert(at, stmt)
         if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
@@ -201,6 +259,16 @@ class PipelineModels(Codemod):
         )
 
     @staticmethod
+    def _is_v2_load(func: cst.FunctionDef) -> bool:
+        """``load_model(self, session)`` / ``load_graphs(self, session)`` that load through the V2
+        graph path (``load_graphs``, ``compile_graphs``, ``init_graphs``, ``_build_graph_for_compile``)."""
+        if func.name.value not in ("load_model", "load_graphs"):
+            return False
+        if [p.name.value for p in func.params.params] != ["self", "session"]:
+            return False
+        return bool(_identifiers(source(func.body)) & _V2_LOAD)
+
+    @staticmethod
     def _is_models_property(func: cst.FunctionDef) -> bool:
         if not any(source(d.decorator) == "property" for d in func.decorators):
             return False
@@ -208,54 +276,122 @@ class PipelineModels(Codemod):
         ret = _small(stmts[0]) if len(stmts) == 1 else None
         return isinstance(ret, cst.Return) and ret.value is not None and source(ret.value).startswith("self._models[")
 
-    def _instantiate(self, func: cst.FunctionDef) -> cst.FunctionDef | None:
-        """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise."""
+    def _dispatch(self, func: cst.FunctionDef, helpers: dict[str, cst.FunctionDef]) -> cst.FunctionDef | None:
+        """``graph_specs`` that picks one of this class's spec helpers (``spec = self._x_spec(cfg)``
+        per branch, ``return {role: spec}``) → ``_instantiate_module`` returning the module the
+        rewritten helpers build; a helper that could not be rewritten is named in a TODO."""
+        if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2 or not func.body.body:
+            return None
+        ret = _small(func.body.body[-1])
+        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
+            return None
+        element = ret.value.elements[0]
+        if not (isinstance(element, cst.DictElement) and isinstance(element.value, cst.Name)):
+            return None
+        name = element.value.value
+        called = _helper_calls(func.body, name)
+        if not called or not (called & helpers.keys()):
+            return None
+        any_ = self.state.import_name("typing", "Any")
+        cfg = func.params.params[1].name.value
+        template = cst.parse_statement(f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n    return {name}\n")
+        assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
+        body = [*func.body.body[:-1], template.body.body[0].with_changes(leading_lines=getattr(func.body.body[-1], "leading_lines", ()))]
+        new = func.with_changes(
+            name=cst.Name("_instantiate_module"),
+            params=template.params,
+            whitespace_before_params=template.whitespace_before_params,
+            returns=template.returns,
+            body=func.body.with_changes(body=body),
+            decorators=[d for d in func.decorators if source(d.decorator) == "override"],
+        )
+        self.rewrote(func, "MV383", "graph_specs → _instantiate_module (through its spec helpers)")
+        todos = [
+            f"{TODO_PREFIX}MV382 {h} still returns a V2 GraphSpec: make it build and return the module (no load_state_dict)"
+            for h in sorted(called - helpers.keys())
+        ]
+        result = attach_todos(new, todos)
+        return result if isinstance(result, cst.FunctionDef) else new
+
+    def _instantiate(self, func: cst.FunctionDef, helper: bool = False) -> cst.FunctionDef | None:
+        """``graph_specs`` of the recognised shape → ``_instantiate_module``; None otherwise.
+
+        The shape: statements that build the parts, one ``m = Root(...)`` (or
+        ``m: T = A(...) if ... else B(...)``), ``m.load_state_dict(<the stashed
+        state dict>, ...)``, optionally ``types = m.input_types(...)``, and
+        ``return {role: GraphSpec(m, ...)}``; every other statement is kept, so
+        none may touch ``m``.
+        """
         if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2:
             return None
         stmts = list(func.body.body)
-        head = [s for s in stmts if _is_docstring(s) or _is_guard(s)]
-        rest = stmts[len(head):]
-        if stmts[: len(head)] != head or len(rest) not in (3, 4):
+        ret = _small(stmts[-1]) if stmts else None
+        if not isinstance(ret, cst.Return) or ret.value is None:
             return None
-        ctor = _small(rest[0])
-        if not (isinstance(ctor, cst.Assign) and len(ctor.targets) == 1 and isinstance(ctor.targets[0].target, cst.Name)):
+        if helper:
+            spec_call = ret.value
+        elif isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1:
+            spec_call = ret.value.elements[0].value
+        else:
             return None
-        model = ctor.targets[0].target.value
-        if not isinstance(ctor.value, cst.Call):
+        if not (isinstance(spec_call, cst.Call) and spec_call.args and source(spec_call.func).endswith("GraphSpec")):
             return None
-        load = _small(rest[-2])
-        if not (
-            isinstance(load, cst.Expr)
-            and isinstance(load.value, cst.Call)
-            and source(load.value.func) == f"{model}.load_state_dict"
-            and load.value.args
-            and source(load.value.args[0].value) == "self.state_dict"
-        ):
+        if not isinstance(spec_call.args[0].value, cst.Name):
             return None
-        if len(rest) == 4:
-            types = _small(rest[1])
-            if not (isinstance(types, cst.Assign) and isinstance(types.value, cst.Call) and source(types.value.func) == f"{model}.input_types"):
+        model = spec_call.args[0].value.value
+        stashes = set(self._stashes)
+        ctor_at = -1
+        loads = 0
+        types_stmt: cst.BaseStatement | None = None
+        kept: list[cst.BaseStatement] = []
+        for stmt in stmts[:-1]:
+            small = _small(stmt)
+            value = small.value if isinstance(small, cst.Expr | cst.Assign | cst.AnnAssign) else None
+            target = (
+                small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1
+                else small.target if isinstance(small, cst.AnnAssign) else None
+            )
+            if isinstance(target, cst.Name) and target.value == model:
+                if ctor_at >= 0 or not isinstance(value, cst.Call | cst.IfExp):
+                    return None
+                ctor_at = len(kept)
+                kept.append(stmt)
+            elif isinstance(small, cst.Expr) and isinstance(value, cst.Call) and source(value.func) == f"{model}.load_state_dict":
+                if ctor_at < 0 or not value.args or source(value.args[0].value) not in stashes:
+                    return None  # loads something else than what _load_state_dict returns
+                loads += 1
+            elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
+                types_stmt = stmt
+            elif model in _identifiers(source(stmt)):
                 return None
-        ret = _small(rest[-1])
-        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Dict) and len(ret.value.elements) == 1):
+            else:
+                if isinstance(target, cst.Name) and value is not None and source(value) in stashes:
+                    stashes.add(target.value)  # a local alias of the stashed state dict
+                kept.append(stmt)
+        if loads != 1 or ctor_at < 0:
             return None
-        spec = ret.value.elements[0]
-        if not (isinstance(spec, cst.DictElement) and isinstance(spec.value, cst.Call) and spec.value.args):
-            return None
-        if source(spec.value.args[0].value) != model or not source(spec.value.func).endswith("GraphSpec"):
-            return None
+        lead = 0  # the docstring and guards stay in front of the assert
+        while lead < len(kept) and (_is_docstring(kept[lead]) or _is_guard(kept[lead])):
+            lead += 1
+        head, kept = kept[:lead], kept[lead:]
+        if helper:
+            return self._builder(func, model, [*head, *kept])
         param = func.params.params[1]
         cfg = param.name.value
         any_ = self.state.import_name("typing", "Any")
         lines = [f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n"]
-        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name):
+        deleted = any(_matches(s, f"del {cfg}") for s in kept)
+        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and not deleted:
             lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
         lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
         template = cst.parse_statement("".join(lines))
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         tail = list(template.body.body)
-        new_body = [*head, *tail[:-2], rest[0], *tail[-2:]]
-        input_types = source(rest[1]) if len(rest) == 4 else source(spec.value.args[2].value) if len(spec.value.args) > 2 else "?"
+        new_body = [*head, *tail[:-2], *kept, *tail[-2:]]
+        input_types = (
+            source(types_stmt) if types_stmt is not None
+            else source(spec_call.args[2].value) if len(spec_call.args) > 2 else "?"
+        )
         todo = (
             f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
@@ -263,6 +399,7 @@ class PipelineModels(Codemod):
         new = func.with_changes(
             name=cst.Name("_instantiate_module"),
             params=template.params,
+            whitespace_before_params=template.whitespace_before_params,
             returns=template.returns,
             body=func.body.with_changes(body=new_body),
             decorators=[d for d in func.decorators if source(d.decorator) == "override"],
@@ -272,15 +409,51 @@ class PipelineModels(Codemod):
         result = attach_todos(new, [todo])
         return result if isinstance(result, cst.FunctionDef) else new
 
+    def _builder(self, func: cst.FunctionDef, model: str, kept: list[cst.BaseStatement]) -> cst.FunctionDef:
+        """A spec helper (``return GraphSpec(m, ...)``) → the same method building and returning ``m``."""
+        any_ = self.state.import_name("typing", "Any")
+        tail = cst.parse_module(f"{model}.to(self.devices[0])\nreturn {model}\n").body
+        new = func.with_changes(
+            returns=cst.Annotation(cst.Name(any_)),
+            body=func.body.with_changes(body=[*kept, *tail]),
+        )
+        self.rewrote(func, "MV382", f"{func.name.value}: load_state_dict/GraphSpec → returns the module")
+        return new
+
     def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
-        """``self._models = self.load_graphs(session)`` and ``self.model.execute(...)`` inside a method."""
+        """``self._models = self.load_graphs(session)``, ``self.model = self.load_model(session)`` and
+        ``self.model.execute(...)`` inside a method."""
         if not any(
             isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in ("load_graphs", "execute")
+            and call.func.attr.value in ("load_graphs", "load_model", "execute")
             for call in nodes_of(func, (cst.Call,))
         ):
             return func  # neither pattern can occur: skip the rewriting walk
         return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
+
+
+#: the graph inputs a V2 ragged KV model took first, and the order a ModuleV3 root's forward takes them
+_V2_ORDER = ("tokens", "input_row_offsets", "return_n_logits")
+_V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
+
+
+def v3_input_order(args: list[cst.Arg]) -> list[cst.Arg] | None:
+    """``(x.tokens, x.input_row_offsets, x.return_n_logits, *x.signal_buffers, *rest)`` in the V3
+    order ``(x.tokens, x.return_n_logits, x.input_row_offsets, *rest)`` (the order
+    ``ModuleV3SingleReplicaBatchProcessor`` compiles with; one device: no signal buffers); None
+    when the arguments do not start that way."""
+    if len(args) < 3 or any(a.star or a.keyword is not None for a in args[:3]):
+        return None
+    names = [a.value.attr.value if isinstance(a.value, cst.Attribute) else None for a in args[:3]]
+    if tuple(names) != _V2_ORDER:
+        return None
+    by_name = dict(zip(names, args[:3], strict=True))
+    rest = list(args[3:])
+    if rest and rest[0].star == "*" and isinstance(rest[0].value, cst.Attribute) and rest[0].value.attr.value == "signal_buffers":
+        rest = rest[1:]
+    commas = [a.comma for a in args]
+    out = [by_name[n] for n in _V3_ORDER] + rest
+    return [a.with_changes(comma=commas[i]) for i, a in enumerate(out[:-1])] + [out[-1].with_changes(comma=commas[-1])]
 
 
 class _MethodRewrite(cst.CSTTransformer):
@@ -292,12 +465,15 @@ class _MethodRewrite(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if source(updated.func) == "self.model.execute":
             self.executes += 1
-            return updated.with_changes(func=cst.parse_expression("self.model"))
+            args = v3_input_order(list(updated.args)) if self.kv else None
+            return updated.with_changes(func=cst.parse_expression("self.model"), args=args or updated.args)
         return updated
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
+        if _matches(original, "self.model = self.load_model(session)") and self.kv:
+            return cst.RemovalSentinel.REMOVE  # the V3 KV base's __init__ compiles: self.model = self.load_model()
         if _matches(original, "self._models = self.load_graphs(session)"):
             if self.kv:
                 return cst.RemovalSentinel.REMOVE

@@ -113,6 +113,7 @@ def _contexts(
         v3_exports=the_plan.v3_exports,
         class_attributes=the_plan.class_attributes,
         attribute_reads=the_plan.attribute_reads.get(target.name, frozenset()),
+        variant_models=the_plan.variant_models.get(target.name, frozenset()),
         class_signatures=the_plan.class_signatures,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,

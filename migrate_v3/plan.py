@@ -68,6 +68,9 @@ class Plan:
     attribute_reads: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` → its ``__init__`` parameters (see ``init_signature``), same classes
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: target name → the existing variants whose pipeline ``model`` module its files import
+    #: names from that the variant has (it then builds that variant's module tree)
+    variant_models: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -160,8 +163,12 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                     found, inits = class_facts(package, known)
                     attributes.update(found)
                     signatures.update(inits)
-    reads = {t.name: _attribute_reads(t) for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}}
-    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures)
+    readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
+    reads: dict[str, frozenset[str]] = {}
+    models: dict[str, frozenset[str]] = {}
+    for t in readers:
+        reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
+    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models)
 
 
 ModuleTrees = list[tuple[tuple[str, ...], ast.Module | None]]
@@ -263,15 +270,32 @@ def _own_attributes(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: 
 _ATTRIBUTE_READ = re.compile(r"\.([A-Za-z_]\w*)")
 
 
-def _attribute_reads(target: Target) -> frozenset[str]:
+#: ``from ..<pkg>.model import A, B`` / ``from max.pipelines.architectures.<pkg>.model import (...)``
+_MODEL_IMPORT = re.compile(r"from\s+(?:\.\.|max\.pipelines\.architectures\.)(\w+)\.model\s+import\s+(?:\(([\w\s,]+)\)|([\w \t,]+))")
+
+
+def _text_facts(
+    target: Target, v3_packages: dict[str, str], exports: dict[str, frozenset[str]]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Every ``.name`` the files of ``target`` read, and the existing variants whose
+    pipeline ``model`` module they import a name from that the variant defines."""
     names: set[str] = set()
+    models: set[str] = set()
     for path, _ in target.files:
         if path.suffix == ".py":
             try:
-                names.update(_ATTRIBUTE_READ.findall(path.read_text(encoding="utf-8")))
+                text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
-    return frozenset(names)
+            names.update(_ATTRIBUTE_READ.findall(text))
+            for dep, grouped, line in _MODEL_IMPORT.findall(text):
+                imported = grouped or line
+                variant = v3_packages.get(dep, "")
+                defined = exports.get(f"{variant}.model", frozenset())
+                wanted = {n.split()[0] for n in imported.split(",") if n.strip()}
+                if "*" in defined or wanted & defined:
+                    models.add(variant)
+    return frozenset(names), frozenset(models)
 
 
 def top_level_names(tree: ast.Module) -> set[str] | None:

@@ -308,3 +308,27 @@ def test_a_class_whose_v3_variant_lacks_attributes_the_package_reads_is_flagged(
         "update the calls of it here (it needs kv_params) (it takes no devices)"
     ) in text
     assert "Same(" not in text  # its **kw takes what V2 took: no TODO
+
+
+def test_weight_adapters_follow_the_module_tree_the_package_builds(tmp_path: Path) -> None:
+    """An existing variant's adapters rename keys for its own tree (max's ports nest it under
+    ``language_model.``): a package that builds its own migrated modules (V2 names) keeps the V2
+    adapters; one whose pipeline model is the variant's takes the variant's adapters."""
+    base, variant, own, reuse = (tmp_path / n for n in ("base", "base_modulev3", "own", "reuse"))
+    for pkg in (base, variant, own, reuse):
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text("")
+        (pkg / "weight_adapters.py").write_text("def convert(sd):\n    return sd\n")
+    (base / "model.py").write_text("class BaseModel: pass\nclass Model(BaseModel): pass\n")
+    (variant / "model.py").write_text("class Model: pass\n")
+    arch = "from max.nn import Linear\nfrom ..base import weight_adapters\n"
+    (own / "arch.py").write_text(arch)
+    (own / "model.py").write_text("from max.nn import Linear\nfrom ..base.model import BaseModel\n")
+    (reuse / "arch.py").write_text(arch)
+    (reuse / "model.py").write_text("from max.nn import Linear\nfrom ..base.model import (\n    Model as M,\n)\n")
+    apply_paths([own, reuse], jobs=1)
+    own_arch = (tmp_path / "own_modulev3" / "arch.py").read_text()
+    assert "from ..base import weight_adapters" in own_arch, own_arch
+    assert "kept base's V2 weight adapters" in own_arch
+    reuse_arch = (tmp_path / "reuse_modulev3" / "arch.py").read_text()
+    assert "from ..base_modulev3 import weight_adapters" in reuse_arch, reuse_arch

@@ -32,6 +32,8 @@ CODEMOD_DIRS = [
     "graph_compile",
     "tied_embeddings",
     "pipeline_model",
+    "batch_processors",
+    "layer_calls",
     "weight_adapters",
     "residual",
     "self_imports",

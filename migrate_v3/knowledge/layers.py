@@ -508,3 +508,10 @@ def v2_symbol(qualified: str | None) -> str | None:
     if qualified.startswith(V3_ALIASES):
         return None
     return qualified.rsplit(".", 1)[1]
+
+
+#: V2 layer name → (positional arguments its V3 ``forward`` takes, V2 call arguments that carry
+#: no data and go): the layers whose V2 ``__call__`` took more (``codemods.layer_calls``)
+CALL_DROPS: dict[str, tuple[int, frozenset[str]]] = {
+    "VocabParallelEmbedding": (1, frozenset({"signal_buffers"})),
+}

@@ -252,10 +252,14 @@ PIPELINE_SYMBOLS: dict[str, Symbol] = {
     "compile_graphs": Symbol("MV382"),
     "init_graphs": Symbol("MV382"),
     "AlwaysSignalBuffersMixin": Symbol("MV391"),
+    # the Graph-path ragged batcher with DP/LoRA: its compile inputs follow the V2 order
+    "RaggedBatchProcessor": Symbol(
+        "MV382", None, "Graph-path batching (DP/LoRA), no ModuleV3 twin: its inputs must follow the V3 root's order"
+    ),
 }
 #: Common bases of the V2 and V3 pipeline models (ModuleV3PipelineModel
 #: subclasses PipelineModel): V2 only when a class derives from them directly.
-PIPELINE_BASE_ONLY = frozenset({"PipelineModel", "PipelineModelWithKVCache"})
+PIPELINE_BASE_ONLY = frozenset({"PipelineModel", "PipelineModelWithKVCache", "RaggedBatchProcessor"})
 
 #: ``max.pipelines.lib`` names that only ModuleV3 code uses.
 PIPELINE_V3 = frozenset(

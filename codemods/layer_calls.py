@@ -1,0 +1,257 @@
+"""MV342 — calls of a layer whose V3 ``forward`` takes fewer arguments than V2's ``__call__``.
+
+V2 ``VocabParallelEmbedding(indices, signal_buffers)`` returned one Tensor per
+device; V3's ``forward(indices)`` returns one Tensor placed on the mesh. The
+extra V2 arguments that carry no data (``signal_buffers``: allreduce
+synchronisation) go; one that carries data stays, with a TODO. Recognised: a
+subclass's ``super().forward(...)`` / ``super().__call__(...)``, and
+``self.X(...)`` where ``__init__`` of the same class set ``self.X = <layer>(...)``.
+
+The result is one Tensor, not a list: a following ``[E for v in r]`` over it
+becomes ``E`` with ``r`` for ``v`` (and a ``list[T]`` return annotation of a
+function that returns it becomes ``T``); any other use of ``r`` gets a TODO
+on the call.
+
+    result = super().forward(indices, signal_buffers)
+    return [x * self.scale for x in result]
+    →  result = super().forward(indices)
+       return result * self.scale
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods.args import source
+from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from migrate_v3.knowledge.layers import CALL_DROPS
+
+
+def _layer(qual: str | None) -> str | None:
+    """The ``CALL_DROPS`` name of a max layer class (V2 or V3 home), else None."""
+    if qual and qual.startswith("max."):
+        name = qual.rsplit(".", 1)[1]
+        if name in CALL_DROPS:
+            return name
+    return None
+
+
+def _self_attr(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _is_super_call(func: cst.BaseExpression) -> bool:
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("forward", "__call__")
+        and isinstance(func.value, cst.Call)
+        and source(func.value.func) == "super"
+    )
+
+
+def _leaf_name(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+class LayerCalls(Codemod):
+    PREFIX = "MV342"
+
+    @classmethod
+    def applies(cls, source: str) -> bool:
+        return any(name in source for name in CALL_DROPS)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: per class being visited: its base layer (or None), attribute → layer
+        self.classes: list[tuple[str | None, dict[str, str]]] = []
+        #: per function being visited: result name of a rewritten call → its layer
+        self.results: list[dict[str, str]] = []
+        self.pending: list[str] = []  # the layer of a call just rewritten in the current statement
+        #: per function: it returns a comprehension over a result, now one Tensor
+        self.returns_one: list[bool] = []
+        #: per function: result name → its uses that a comprehension rewrite consumed
+        self.consumed: list[dict[str, int]] = []
+
+    # --- where the layer is -----------------------------------------------------------
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        base = None
+        for arg in node.bases:
+            base = base or _layer(self.qualname(arg.value))
+        attrs: dict[str, str] = {}
+        for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                stmt.visit(_Assigned(self, attrs))
+        self.classes.append((base, attrs))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.classes.pop()
+        return updated
+
+    # --- the calls ----------------------------------------------------------------------
+
+    def leave_Call(self, original: cst.Call, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if not self.classes or not isinstance(updated, cst.Call):
+            return updated
+        base, attrs = self.classes[-1]
+        layer = base if base and _is_super_call(original.func) else attrs.get(_self_attr(original.func) or "")
+        if layer is None:
+            return updated
+        arity, no_data = CALL_DROPS[layer]
+        positional = [a for a in updated.args if a.keyword is None and not a.star]
+        extra = positional[arity:] + [a for a in updated.args if a.keyword is not None and a.keyword.value in no_data]
+        if not extra:
+            return updated
+        keep = [a for a in extra if _leaf_name(a.value) not in no_data]
+        if keep:
+            self.todo("MV342", f"V3 {layer} is called as ({', '.join(['x'] * arity)}): "
+                               f"{', '.join(source(a.value) for a in keep)} has no V3 place")
+            return updated
+        args = [a for a in updated.args if a not in extra]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        self.rewrote(original, "MV342", f"V3 {layer} takes no {', '.join(source(a.value) for a in extra)}")
+        self.pending.append(layer)
+        return updated.with_changes(args=args)
+
+    # --- the result: one Tensor ---------------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.results.append({})
+        self.returns_one.append(False)
+        self.consumed.append({})
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        results = self.results.pop()
+        if self.returns_one.pop() and updated.returns is not None:
+            ann = updated.returns.annotation
+            if isinstance(ann, cst.Subscript) and source(ann.value) == "list" and len(ann.slice) == 1:
+                inner = ann.slice[0].slice
+                if isinstance(inner, cst.Index):
+                    updated = updated.with_changes(returns=updated.returns.with_changes(annotation=inner.value))
+        consumed = self.consumed.pop()
+        used = _uses(original.body) if results else {}
+        done = {self._note(layer, name) for name, layer in results.items() if used.get(name, 0) <= consumed.get(name, 0)}
+        if done:
+            updated = updated.with_changes(body=updated.body.visit(_Unnote(done)))
+        return updated
+
+    @staticmethod
+    def _note(layer: str, name: str) -> str:
+        return (f"{TODO_PREFIX}MV342 V3 {layer} returns one Tensor (placed on the device mesh), "
+                f"not V2's list per device: use {name} as one Tensor")
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        if not self.pending:
+            return updated
+        layer = self.pending[-1]
+        self.pending.clear()
+        small = updated.body[0] if len(updated.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return updated
+        name = small.targets[0].target.value
+        if self.results:
+            self.results[-1][name] = layer
+        result = attach_todos(updated, [self._note(layer, name)])
+        return result if isinstance(result, cst.SimpleStatementLine) else updated
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
+        comp = original.value
+        if (
+            self.consumed and isinstance(comp, cst.ListComp) and not isinstance(updated.value, cst.ListComp)
+            and isinstance(comp.for_in.iter, cst.Name) and comp.for_in.iter.value in self.consumed[-1]
+        ):
+            self.returns_one[-1] = True
+        return updated
+
+    def leave_ListComp(self, original: cst.ListComp, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if not self.results or not isinstance(updated, cst.ListComp):
+            return updated  # (an earlier codemod may have replaced the comprehension)
+        comp = updated.for_in
+        if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None:
+            return updated
+        if not (isinstance(comp.iter, cst.Name) and comp.iter.value in self.results[-1] and isinstance(comp.target, cst.Name)):
+            return updated
+        self.rewrote(original, "MV342", f"[... for {comp.target.value} in {comp.iter.value}] → one Tensor")
+        self.consumed[-1][comp.iter.value] = self.consumed[-1].get(comp.iter.value, 0) + 1
+        return updated.elt.visit(_Rename(comp.target.value, comp.iter))  # type: ignore[return-value]
+
+
+class _Assigned(cst.CSTVisitor):
+    """``self.X = <layer>(...)`` in ``__init__`` → ``attrs[X] = layer``."""
+
+    def __init__(self, owner: LayerCalls, attrs: dict[str, str]) -> None:
+        super().__init__()
+        self.owner = owner
+        self.attrs = attrs
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return
+        name = _self_attr(node.targets[0].target)
+        layer = _layer(self.owner.qualname(node.value.func))
+        if name and layer:
+            self.attrs[name] = layer
+
+
+class _Rename(cst.CSTTransformer):
+    """The comprehension's variable → the one Tensor (attribute and keyword names are not uses)."""
+
+    def __init__(self, old: str, new: cst.BaseExpression) -> None:
+        super().__init__()
+        self.old = old
+        self.new = new
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.new if updated.value == self.old else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _uses(node: cst.CSTNode) -> dict[str, int]:
+    """How often each name is read in ``node`` (assignment targets, attribute and keyword names are not reads)."""
+    counts: dict[str, int] = {}
+
+    class _Count(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            counts[name.value] = counts.get(name.value, 0) + 1
+
+        def visit_Attribute(self, attr: cst.Attribute) -> bool:
+            attr.value.visit(self)
+            return False
+
+        def visit_Arg(self, arg: cst.Arg) -> bool:
+            arg.value.visit(self)
+            return False
+
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
+            return not isinstance(target.target, cst.Name)
+
+    node.visit(_Count())
+    return counts
+
+
+class _Unnote(cst.CSTTransformer):
+    """Drop the one-Tensor notes whose result every use was rewritten for."""
+
+    def __init__(self, notes: set[str]) -> None:
+        super().__init__()
+        self.notes = notes
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        lines = [el for el in updated.leading_lines if el.comment is None or el.comment.value not in self.notes]
+        return updated.with_changes(leading_lines=lines) if len(lines) != len(updated.leading_lines) else updated
