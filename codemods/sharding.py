@@ -476,16 +476,12 @@ class Sharding(Codemod):
     def _onto_mesh(self, original: cst.Call, updated: cst.Call, qual: str, mesh: str) -> cst.BaseExpression | None:
         """A root's per-device inputs, on the mesh of its vocab-parallel embedding:
 
-            self.embed_tokens(tokens, signal_buffers)  →  self.embed_tokens(tokens)
             ops.distributed_broadcast(x.to(d), signal_buffers)  →  x.to(self.embed_tokens.weight.mesh)
         """
         positional = [a for a in updated.args if a.keyword is None and not a.star]
         if len(positional) != 2 or len(updated.args) != 2:
             return None
-        if dotted(original.func) == mesh.removesuffix(".weight.mesh"):
-            self.rewrote(original, "MV391", "VocabParallelEmbedding: V3 takes the indices only (no signal buffers)")
-            self._distributed.add(id(original))
-            return updated.with_changes(args=[positional[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        # (the embedding's own call, self.embed_tokens(tokens, signal_buffers), is LayerCalls')
         if qual.startswith("max.") and qual.endswith(".distributed_broadcast"):
             value = positional[0].value
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
