@@ -38,6 +38,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.kv_trace import _is_docstring, _small
 from codemods.pipeline_model import v3_input_order
 
 _V2 = "SingleReplicaRaggedBatchProcessor"
@@ -48,17 +49,6 @@ _HOME = "max.pipelines.lib.interfaces.batch_processor"
 _V3_MAKE_INPUTS = frozenset({"tokens", "input_row_offsets", "return_n_logits", "kv_cache_inputs"})
 _SIGNALS = "signal_buffers"
 _SYMBOLIC = frozenset({"ragged_kv_symbolic_inputs", "modulev3_ragged_kv_symbolic_inputs"})
-
-
-def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        return stmt.body[0]
-    return None
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    small = _small(stmt)
-    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
 
 
 class BatchProcessors(Codemod):

@@ -24,6 +24,8 @@ Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from codemods.args import source
@@ -297,14 +299,7 @@ class PipelineModels(Codemod):
         template = cst.parse_statement(f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n    return {name}\n")
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         body = [*func.body.body[:-1], template.body.body[0].with_changes(leading_lines=getattr(func.body.body[-1], "leading_lines", ()))]
-        new = func.with_changes(
-            name=cst.Name("_instantiate_module"),
-            params=template.params,
-            whitespace_before_params=template.whitespace_before_params,
-            returns=template.returns,
-            body=func.body.with_changes(body=body),
-            decorators=[d for d in func.decorators if source(d.decorator) == "override"],
-        )
+        new = _as_instantiate_module(func, template, body)
         self.rewrote(func, "MV383", "graph_specs → _instantiate_module (through its spec helpers)")
         todos = [
             f"{TODO_PREFIX}MV382 {h} still returns a V2 GraphSpec: make it build and return the module (no load_state_dict)"
@@ -396,14 +391,7 @@ class PipelineModels(Codemod):
             f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
         )
-        new = func.with_changes(
-            name=cst.Name("_instantiate_module"),
-            params=template.params,
-            whitespace_before_params=template.whitespace_before_params,
-            returns=template.returns,
-            body=func.body.with_changes(body=new_body),
-            decorators=[d for d in func.decorators if source(d.decorator) == "override"],
-        )
+        new = _as_instantiate_module(func, template, new_body)
         self.rewrote(func, "MV383", "graph_specs → _instantiate_module")
         self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
         result = attach_todos(new, [todo])
@@ -484,3 +472,19 @@ class _MethodRewrite(cst.CSTTransformer):
             result = attach_todos(updated, [note])
             return result if isinstance(result, cst.SimpleStatementLine) else updated
         return updated
+
+
+def _as_instantiate_module(
+    func: cst.FunctionDef, template: cst.FunctionDef, body: Sequence[cst.BaseStatement]
+) -> cst.FunctionDef:
+    """``func`` renamed ``_instantiate_module`` with ``template``'s signature and ``body``
+    (only an ``@override`` decorator stays)."""
+    assert isinstance(func.body, cst.IndentedBlock)
+    return func.with_changes(
+        name=cst.Name("_instantiate_module"),
+        params=template.params,
+        whitespace_before_params=template.whitespace_before_params,
+        returns=template.returns,
+        body=func.body.with_changes(body=body),
+        decorators=[d for d in func.decorators if source(d.decorator) == "override"],
+    )
