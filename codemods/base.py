@@ -113,7 +113,7 @@ class FileState:
     header_comments: frozenset[str] = frozenset()
     #: renames of module-level names done by a codemod (``foo_arch`` → ``foo_modulev3_arch``)
     renamed_exports: dict[str, str] = field(default_factory=dict)
-    #: code of rendered statements by id (the statement is kept alive with it)
+    #: code of rendered top-level statements and header/footer lines by id (each kept alive with it)
     rendered: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
     #: the same code with comments and plain strings blanked (``codemods.imports.blanked_code``)
     blanked: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
@@ -399,16 +399,7 @@ def nodes_of(
     found: list[cst.CSTNode] = []
     g = grammar()
     if g is None:
-
-        class _Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if isinstance(node, skip):
-                    return False
-                if isinstance(node, kinds):
-                    found.append(node)
-                return True
-
-        root.visit(_Collect())
+        root.visit(_Collect(kinds, skip, found))
         return found
     _, walk = _plan(frozenset(k.__name__ for k in kinds))
     stack: list[Any] = [root]
@@ -425,6 +416,23 @@ def nodes_of(
             elif isinstance(value, tuple | list):
                 stack.extend(value)
     return found
+
+
+class _Collect(cst.CSTVisitor):
+    """:func:`nodes_of` without the grammar (a class at module level: one per call is a cycle)."""
+
+    def __init__(
+        self, kinds: tuple[type[cst.CSTNode], ...], skip: tuple[type[cst.CSTNode], ...], found: list[cst.CSTNode]
+    ) -> None:
+        super().__init__()
+        self.kinds, self.skip, self.found = kinds, skip, found
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.skip):
+            return False
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return True
 
 
 class Engine(cst.CSTTransformer):
@@ -774,13 +782,12 @@ def render(module: cst.Module, state: FileState) -> str:
     if not (module.header or module.body or module.footer):
         return module.default_newline
     cache = state.rendered
-    parts = [code_for(module, h) for h in module.header]
-    for stmt in module.body:
-        hit = cache.get(id(stmt))
+    parts = []
+    for node in (*module.header, *module.body, *module.footer):  # (a licence header is printed once too)
+        hit = cache.get(id(node))
         if hit is None:
-            hit = cache[id(stmt)] = (stmt, code_for(module, stmt))
+            hit = cache[id(node)] = (node, code_for(module, node))
         parts.append(hit[1])
-    parts.extend(code_for(module, f) for f in module.footer)
     return "".join(parts)
 
 

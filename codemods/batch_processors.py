@@ -272,18 +272,24 @@ def _without(old: list[cst.BaseStatement], new: Sequence[cst.BaseStatement | Non
 
 
 def _names(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
+    collect = _Names()
+    node.visit(collect)
+    return collect.found
 
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(name.value)
 
-        def visit_Arg(self, arg: cst.Arg) -> bool:
-            arg.value.visit(self)  # the keyword is not a use
-            return False
+class _Names(cst.CSTVisitor):
+    """(At module level: a class defined per call is a reference cycle per call.)"""
 
-    node.visit(_Collect())
-    return found
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[str] = set()
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.found.add(name.value)
+
+    def visit_Arg(self, arg: cst.Arg) -> bool:
+        arg.value.visit(self)  # the keyword is not a use
+        return False
 
 
 class _NoSignals(cst.CSTTransformer):

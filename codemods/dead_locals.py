@@ -355,26 +355,31 @@ def _function_nodes_by_key(source: str) -> dict[tuple[tuple[str, ...], int], ast
     """Per function (its class/def path and its rank among functions of that path): its node
     in the original source (the names it reads are collected only for the functions asked for)."""
     out: dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    seen: Counter[tuple[str, ...]] = Counter()
-
-    def walk(body: list[ast.stmt], path: tuple[str, ...]) -> None:
-        for child in body:  # statements only: functions are not inside expressions
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                key = (*path, child.name)
-                if not isinstance(child, ast.ClassDef):
-                    out[key, seen[key]] = child
-                    seen[key] += 1
-                walk(child.body, key)
-                continue
-            for block in statement_blocks(child):  # source order, as the libcst traversal ranks them
-                walk(block, path)
-
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # a grammar libcst knows and this Python does not: keep all
         return out
-    walk(tree.body, ())
+    _walk_functions(tree.body, (), out, Counter())
     return out
+
+
+def _walk_functions(
+    body: list[ast.stmt],
+    path: tuple[str, ...],
+    out: dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef],
+    seen: Counter[tuple[str, ...]],
+) -> None:
+    """(A module-level function: a recursive closure is a reference cycle per call.)"""
+    for child in body:  # statements only: functions are not inside expressions
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            key = (*path, child.name)
+            if not isinstance(child, ast.ClassDef):
+                out[key, seen[key]] = child
+                seen[key] += 1
+            _walk_functions(child.body, key, out, seen)
+            continue
+        for block in statement_blocks(child):  # source order, as the libcst traversal ranks them
+            _walk_functions(block, path, out, seen)
 
 
 def _reads_in_module(code: str, module: cst.Module, pending: Container[int]) -> dict[int, Counter[str]]:

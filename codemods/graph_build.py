@@ -111,24 +111,25 @@ def _walk_functions(body: object) -> list[cst.FunctionDef]:
     ``CSTVisitor`` over the whole tree costs about a full traversal).
     """
     found: list[cst.FunctionDef] = []
-
-    def visit(node: cst.CSTNode) -> None:
-        if isinstance(node, cst.FunctionDef):
-            found.append(node)
-        block = getattr(node, "body", None)
-        if isinstance(block, cst.IndentedBlock):
-            for stmt in block.body:
-                visit(stmt)
-        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
-            visit(part)
-        for name in ("orelse", "finalbody"):
-            tail = getattr(node, name, None)
-            if isinstance(tail, cst.CSTNode):
-                visit(tail)
-
     for stmt in body:  # type: ignore[attr-defined]
-        visit(stmt)
+        _visit_functions(stmt, found)
     return found
+
+
+def _visit_functions(node: cst.CSTNode, found: list[cst.FunctionDef]) -> None:
+    """(A module-level function: a recursive closure is a reference cycle per call.)"""
+    if isinstance(node, cst.FunctionDef):
+        found.append(node)
+    block = getattr(node, "body", None)
+    if isinstance(block, cst.IndentedBlock):
+        for stmt in block.body:
+            _visit_functions(stmt, found)
+    for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+        _visit_functions(part, found)
+    for name in ("orelse", "finalbody"):
+        tail = getattr(node, name, None)
+        if isinstance(tail, cst.CSTNode):
+            _visit_functions(tail, found)
 
 
 def _forward_arity(module: cst.Module, qualname: Qualname) -> dict[str, int | None]:
@@ -449,10 +450,7 @@ def _executes(stmt: cst.BaseStatement, compiled: dict[str, int | None], plan: Gr
             plan.handled.add(id(found[1]))
             return
 
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            hit = _method_call(node, "execute")
-            if hit is not None and hit[0] in compiled:
-                plan.unknown_executes.add(id(node))
-
-    stmt.visit(_V())
+    for node in nodes_of(stmt, (cst.Call,)):
+        hit = _method_call(node, "execute")  # type: ignore[arg-type]
+        if hit is not None and hit[0] in compiled:
+            plan.unknown_executes.add(id(node))

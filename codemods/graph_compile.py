@@ -26,7 +26,7 @@ import re
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos, prefilters_on
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of, prefilters_on
 from codemods.graph_build import Builder, GraphPlan, plan_module
 
 _STATE_DICT = {
@@ -198,14 +198,7 @@ class GraphCompile(Codemod):
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n)
-
-    node.visit(_V())
-    return found
+    return nodes_of(node, (cst.Name,))  # type: ignore[return-value]
 
 
 class _Rename(cst.CSTTransformer):

@@ -20,6 +20,8 @@ on the call.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from codemods.args import source
@@ -87,7 +89,11 @@ class LayerCalls(Codemod):
         attrs: dict[str, str] = {}
         for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-                stmt.visit(_Assigned(self, attrs))
+                for assign in _assignments(stmt):
+                    name = _self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
+                    layer = _layer(self.qualname(assign.value.func)) if name and isinstance(assign.value, cst.Call) else None
+                    if name and layer:
+                        attrs[name] = layer
         self.classes.append((base, attrs))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
@@ -185,21 +191,26 @@ class LayerCalls(Codemod):
         return updated.elt.visit(_Rename(comp.target.value, comp.iter))  # type: ignore[return-value]
 
 
-class _Assigned(cst.CSTVisitor):
-    """``self.X = <layer>(...)`` in ``__init__`` → ``attrs[X] = layer``."""
-
-    def __init__(self, owner: LayerCalls, attrs: dict[str, str]) -> None:
-        super().__init__()
-        self.owner = owner
-        self.attrs = attrs
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
-            return
-        name = _self_attr(node.targets[0].target)
-        layer = _layer(self.owner.qualname(node.value.func))
-        if name and layer:
-            self.attrs[name] = layer
+def _assignments(node: cst.CSTNode) -> Iterator[cst.Assign]:
+    """Every ``a = b`` statement under ``node``, nested blocks and definitions included, in source
+    order (a later ``self.x = ...`` wins). Assignments are statements: expressions are not entered."""
+    todo: list[object] = [node]
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            yield from (small for small in cur.body if isinstance(small, cst.Assign))
+        elif isinstance(cur, cst.IndentedBlock):
+            todo.extend(reversed(cur.body))
+        elif isinstance(cur, cst.CSTNode):  # pushed last to first: popped in source order
+            for attr in ("finalbody", "orelse"):
+                sub = getattr(cur, attr, None)
+                if isinstance(sub, cst.CSTNode):
+                    todo.append(sub)
+            todo.extend(reversed(getattr(cur, "handlers", ())))
+            todo.extend(reversed(getattr(cur, "cases", ())))
+            body = getattr(cur, "body", None)
+            if isinstance(body, cst.CSTNode):
+                todo.append(body)
 
 
 class _Rename(cst.CSTTransformer):
@@ -222,25 +233,31 @@ class _Rename(cst.CSTTransformer):
 
 def _uses(node: cst.CSTNode) -> dict[str, int]:
     """How often each name is read in ``node`` (assignment targets, attribute and keyword names are not reads)."""
-    counts: dict[str, int] = {}
+    count = _Count()
+    node.visit(count)
+    return count.counts
 
-    class _Count(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            counts[name.value] = counts.get(name.value, 0) + 1
 
-        def visit_Attribute(self, attr: cst.Attribute) -> bool:
-            attr.value.visit(self)
-            return False
+class _Count(cst.CSTVisitor):
+    """(At module level: a class defined per call is a reference cycle per call.)"""
 
-        def visit_Arg(self, arg: cst.Arg) -> bool:
-            arg.value.visit(self)
-            return False
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
 
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
-            return not isinstance(target.target, cst.Name)
+    def visit_Name(self, name: cst.Name) -> None:
+        self.counts[name.value] = self.counts.get(name.value, 0) + 1
 
-    node.visit(_Count())
-    return counts
+    def visit_Attribute(self, attr: cst.Attribute) -> bool:
+        attr.value.visit(self)
+        return False
+
+    def visit_Arg(self, arg: cst.Arg) -> bool:
+        arg.value.visit(self)
+        return False
+
+    def visit_AssignTarget(self, target: cst.AssignTarget) -> bool:
+        return not isinstance(target.target, cst.Name)
 
 
 class _Unnote(cst.CSTTransformer):

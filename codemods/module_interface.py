@@ -54,23 +54,28 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
 
 def _root_names(node: cst.CSTNode) -> set[str] | None:
     """Names an annotation evaluates at runtime; None when it can't be evaluated."""
-    names: set[str] = set()
-    ok = True
+    collect = _RootNames()
+    node.visit(collect)
+    return collect.names if collect.ok else None
 
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            names.add(n.value)
 
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
+class _RootNames(cst.CSTVisitor):
+    """(A class at module level: one defined per call is a reference cycle per call.)"""
 
-        def visit_SimpleString(self, n: cst.SimpleString) -> None:
-            nonlocal ok
-            ok = False
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+        self.ok = True
 
-    node.visit(_Collect())
-    return names if ok else None
+    def visit_Name(self, n: cst.Name) -> None:
+        self.names.add(n.value)
+
+    def visit_Attribute(self, n: cst.Attribute) -> bool:
+        n.value.visit(self)
+        return False
+
+    def visit_SimpleString(self, n: cst.SimpleString) -> None:
+        self.ok = False
 
 
 class ModuleInterface(Codemod):

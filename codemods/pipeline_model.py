@@ -79,16 +79,13 @@ def _matches(stmt: cst.CSTNode, code: str) -> bool:
 def _helper_calls(body: cst.CSTNode, name: str) -> set[str]:
     """``h`` of every ``name = self.h(...)`` in ``body``."""
     found: set[str] = set()
-
-    class _Find(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            target = node.targets[0].target if len(node.targets) == 1 else None
-            if isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call):
-                func = node.value.func
-                if isinstance(func, cst.Attribute) and source(func.value) == "self":
-                    found.add(func.attr.value)
-
-    body.visit(_Find())
+    for node in nodes_of(body, (cst.Assign,)):
+        assert isinstance(node, cst.Assign)
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call):
+            func = node.value.func
+            if isinstance(func, cst.Attribute) and source(func.value) == "self":
+                found.add(func.attr.value)
     return found
 
 

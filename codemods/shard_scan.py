@@ -125,43 +125,48 @@ def computes_on(elt: cst.BaseExpression, name: str) -> bool:
     (``h.device``) or as the whole element. Such an element means the same on one distributed Tensor."""
     if isinstance(elt, cst.Name):
         return False
-    allowed: set[int] = set()
-    uses = 0
-    ok = True
+    check = _ComputesOn(name)
+    elt.visit(check)
+    return check.ok and check.uses > 0
 
-    def is_it(node: cst.CSTNode) -> bool:
-        return isinstance(node, cst.Name) and node.value == name
 
-    class V(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            allowed.update(id(n) for n in (node.left, node.right) if is_it(n))
+class _ComputesOn(cst.CSTVisitor):
+    """:func:`computes_on`'s walk (at module level: a class defined per call is a reference cycle)."""
 
-        def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-            if is_it(node.expression):
-                allowed.add(id(node.expression))
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.allowed: set[int] = set()
+        self.uses = 0
+        self.ok = True
 
-        def visit_Call(self, node: cst.Call) -> None:
-            allowed.update(id(a.value) for a in node.args if not a.star and is_it(a.value))
-            if isinstance(node.func, cst.Attribute) and is_it(node.func.value):
-                allowed.add(id(node.func.value))
+    def is_it(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.Name) and node.value == self.name
 
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal ok, uses
-            if node.value == name:
-                uses += 1
-                ok = ok and id(node) in allowed
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self.allowed.update(id(n) for n in (node.left, node.right) if self.is_it(n))
 
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)  # ``.name`` (the attribute itself) is not a reference
-            return False
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if self.is_it(node.expression):
+            self.allowed.add(id(node.expression))
 
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            nonlocal ok
-            ok = False
-            return False
+    def visit_Call(self, node: cst.Call) -> None:
+        self.allowed.update(id(a.value) for a in node.args if not a.star and self.is_it(a.value))
+        if isinstance(node.func, cst.Attribute) and self.is_it(node.func.value):
+            self.allowed.add(id(node.func.value))
 
-    elt.visit(V())
-    return ok and uses > 0
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.uses += 1
+            self.ok = self.ok and id(node) in self.allowed
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # ``.name`` (the attribute itself) is not a reference
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.ok = False
+        return False
 
 
 def _names_moe(expr: cst.CSTNode) -> bool:
@@ -246,42 +251,45 @@ class SetterPlan:
 
 def _branch_statements(body: cst.BaseSuite, param: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
     """Small statements of a setter with the branch they sit in: tp | replicate | other | top."""
+    return _walk_branch(body, "top")
 
-    def walk(suite: cst.BaseSuite, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
-        if isinstance(suite, cst.SimpleStatementSuite):
-            for small in suite.body:
+
+# (module-level generators: recursive closures are a reference cycle per call)
+def _walk_branch(suite: cst.BaseSuite, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
+    if isinstance(suite, cst.SimpleStatementSuite):
+        for small in suite.body:
+            yield small, branch
+        return
+    assert isinstance(suite, cst.IndentedBlock)
+    for stmt in suite.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
                 yield small, branch
-            return
-        assert isinstance(suite, cst.IndentedBlock)
-        for stmt in suite.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    yield small, branch
-            elif isinstance(stmt, cst.If):
-                yield from walk_if(stmt, branch)
-            elif isinstance(stmt, cst.BaseCompoundStatement):
-                for small in body_statements(stmt):
-                    yield small, "nested" if branch in ("top", "tp") else branch
+        elif isinstance(stmt, cst.If):
+            yield from _walk_if(stmt, branch)
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            for small in body_statements(stmt):
+                yield small, "nested" if branch in ("top", "tp") else branch
 
-    def walk_if(node: cst.If, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
-        asked = _predicates(node.test)
-        if "tensor_parallel" in asked:
-            inner = "tp" if branch in ("top", "tp") else branch
-        elif asked == {"replicate"}:
-            inner = "replicate"
-        elif asked:
-            inner = "other"
-        else:
-            inner = "nested" if branch in ("top", "tp") else branch
-        yield from walk(node.body, inner)
-        orelse = node.orelse
-        if isinstance(orelse, cst.If):
-            yield from walk_if(orelse, branch)
-        elif isinstance(orelse, cst.Else):
-            # ``if s.is_replicate: ... else: <tp>`` — the else of a replicate test is the TP layout
-            yield from walk(orelse.body, "tp" if asked == {"replicate"} and branch in ("top", "tp") else inner)
 
-    yield from walk(body, "top")
+def _walk_if(node: cst.If, branch: str) -> Iterator[tuple[cst.BaseSmallStatement, str]]:
+    asked = _predicates(node.test)
+    if "tensor_parallel" in asked:
+        inner = "tp" if branch in ("top", "tp") else branch
+    elif asked == {"replicate"}:
+        inner = "replicate"
+    elif asked:
+        inner = "other"
+    else:
+        inner = "nested" if branch in ("top", "tp") else branch
+    yield from _walk_branch(node.body, inner)
+    orelse = node.orelse
+    if isinstance(orelse, cst.If):
+        yield from _walk_if(orelse, branch)
+    elif isinstance(orelse, cst.Else):
+        # ``if s.is_replicate: ... else: <tp>`` — the else of a replicate test is the TP layout
+        yield from _walk_branch(orelse.body, "tp" if asked == {"replicate"} and branch in ("top", "tp") else inner)
+
 
 
 def target_form(where: str, facts: ClassFacts, self_placing: set[str]) -> str | None:
