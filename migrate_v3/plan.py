@@ -9,6 +9,7 @@ the map of sibling V2 packages that have (or will have) a V3 variant.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,9 @@ from codemods.resolve import statement_blocks
 V3_SUFFIX = "_modulev3"
 #: the exports of a module whose names can't be known statically
 ANY_NAME = frozenset({"*"})
-_SIBLING_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.\.+(\w+)|architectures\.(\w+)", re.M)
+#: (two patterns: an alternation is tried at every character, a literal prefix is searched for)
+_SIBLING_RELATIVE = re.compile(r"^[ \t]*from[ \t]+\.\.+(\w+)", re.M)
+_SIBLING_ABSOLUTE = re.compile(r"architectures\.(\w+)")
 
 
 @dataclass
@@ -96,10 +99,11 @@ def _dependencies(target: Target) -> set[str]:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        for m in _SIBLING_IMPORT.finditer(text):
-            name = m.group(1) or m.group(2)
-            if name and name != target.name and not name.endswith(V3_SUFFIX):
-                deps.add(name)
+        for pattern in (_SIBLING_RELATIVE, _SIBLING_ABSOLUTE):
+            for m in pattern.finditer(text):
+                name = m.group(1)
+                if name != target.name and not name.endswith(V3_SUFFIX):
+                    deps.add(name)
     return deps
 
 
@@ -139,11 +143,9 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
         target.shown_dest = dest if out is None and raw.name in ("", "..") else (out or raw.parent) / v3_name(path)
         targets.append(target)
     v3_packages: dict[str, str] = {}
-    for target in targets:
-        if target.is_package:
-            for sibling in target.source.parent.iterdir():
-                if sibling.is_dir() and (target.source.parent / f"{sibling.name}{V3_SUFFIX}").is_dir():
-                    v3_packages[sibling.name] = f"{sibling.name}{V3_SUFFIX}"
+    for parent in dict.fromkeys(t.source.parent for t in targets if t.is_package):  # (each folder once)
+        names = {entry.name for entry in os.scandir(parent) if entry.is_dir()}
+        v3_packages.update((name, f"{name}{V3_SUFFIX}") for name in sorted(names) if f"{name}{V3_SUFFIX}" in names)
     for target in targets:
         if target.is_package:
             v3_packages[target.name] = target.dest.name
