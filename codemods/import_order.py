@@ -44,7 +44,7 @@ from codemods.imports import (
     blanked_source,
 )
 from codemods.registration import Registration
-from codemods.resolve import import_bindings, module_name
+from codemods.resolve import dotted, import_bindings, module_name
 
 #: One-line imports longer than this are written one name per line (PEP 8's
 #: limit: a trailing-comma layout is kept by ruff/isort at any line length).
@@ -217,6 +217,27 @@ def _neutral_moves(source: str, context: TransformContext) -> bool:
     return "architectures." in source or Registration.applies_to(source, context) or "RaggedBatchProcessor" in source
 
 
+def _content(stmt: cst.BaseStatement) -> tuple[object, ...]:
+    """What an import statement says: each import's module, names and aliases, and its end-of-line
+    comment; equal for a statement rebuilt unchanged (comparing this costs no print)."""
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    out: list[object] = []
+    for small in stmt.body:
+        if isinstance(small, cst.ImportFrom):
+            out.append(module_name(small.module, tuple(small.relative)))
+            names = small.names
+        elif isinstance(small, cst.Import):
+            names = small.names
+        else:
+            return (id(stmt),)  # (not an import line: never equal to another)
+        out.append("*" if isinstance(names, cst.ImportStar) else tuple(
+            (dotted(a.name), None if a.asname is None else dotted(a.asname.name)) for a in names
+        ))
+    comment = stmt.trailing_whitespace.comment
+    out.append(None if comment is None else comment.value)
+    return tuple(out)
+
+
 class ImportOrder(Codemod):
     """On every V2 file (``Imports`` ran), unless :class:`NeutralImportOrder` runs instead."""
 
@@ -232,7 +253,7 @@ class ImportOrder(Codemod):
         # (imports release_names already rewrote count as touched: compare with the source before it)
         first = original if renamed_from is None else cst.parse_module(renamed_from)
         before_stmts = {id(s): s for s in first.body if _is_import_line(s)}  # (kept: an unchanged one is itself)
-        before: set[str] | None = None  # their code, printed when a statement is not one of them
+        before: set[tuple[object, ...]] | None = None  # what they import, when a statement is not one of them
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import_line(s)])
         used_after = set(_REFERENCE.findall(blanked_code(rest, state)))
         used_before = set(_REFERENCE.findall(blanked_source(state)))
@@ -258,8 +279,8 @@ class ImportOrder(Codemod):
                 blocks.append((len(body), len(body)))
             if before_stmts.get(id(kept)) is not kept:
                 if before is None:
-                    before = {self._code(s) for s in before_stmts.values()}
-                if self._code(kept) not in before:
+                    before = {_content(s) for s in before_stmts.values()}
+                if _content(kept) not in before:
                     touched.add(len(body))
             body.append(kept)
             blocks[-1] = (blocks[-1][0], len(body))
