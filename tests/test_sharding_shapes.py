@@ -517,3 +517,42 @@ def test_migrated_qwen3_decoder_stages_on_a_cpu_mesh(archs: ModuleType, n: int) 
     staged = str(Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices)))
     assert placements == [str(DeviceMapping.replicated(mesh))]
     assert staged.count('"mo.mha.ragged.paged"') == n * 2  # two layers
+
+
+@pytest.mark.needs_max
+def test_migrated_qwen3_decoder_stages_on_one_device(archs: ModuleType) -> None:
+    """The single-device path keeps working: the same migrated Qwen3 built on one CPU (not a
+    mesh) stages, its RoPE table and row offsets moved with ``.to(<embedding weight>.mesh)``,
+    which for a single-device weight is the one-device mesh ``Tensor.to`` accepts."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.nn.common_layers.kv_cache import PagedCacheValues
+    from max.experimental.sharding import DeviceMapping
+    from max.experimental.tensor import default_device, default_dtype
+    from max.graph import DeviceRef
+    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
+
+    _, _, cfg_mod, cfg_cls, cfg_args = DECODERS["qwen3"]
+    v3_pkg = f"{archs.__name__}.qwen3_modulev3"
+    config = getattr(importlib.import_module(f"{v3_pkg}.{cfg_mod}"), cfg_cls)(**cfg_args([DeviceRef.CPU()]))
+    v3_cls = importlib.import_module(f"{v3_pkg}.qwen3").Qwen3
+    with F.lazy(), default_device(CPU()), default_dtype(DType.float32):
+        v3 = v3_cls(config)
+    kv_params = _kv([DeviceRef.CPU()])
+    mesh = v3.embed_tokens.weight.mesh
+    assert mesh.num_devices == 1 and not v3.embed_tokens.weight.is_distributed
+
+    class Root(Module[..., Any]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = v3
+
+        def forward(self, tokens: Any, return_n_logits: Any, input_row_offsets: Any, *kv: Any) -> Any:
+            per_device = kv_params.unflatten_kv_inputs(iter(x._graph_value for x in kv))
+            collections = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
+            return self.model(tokens, collections, return_n_logits, input_row_offsets, None)
+
+    staged = str(Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices)))
+    assert staged.count('"mo.mha.ragged.paged"') == 2  # two layers, one device
