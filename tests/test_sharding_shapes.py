@@ -510,7 +510,8 @@ def test_migrated_qwen3_decoder_stages_on_a_cpu_mesh(archs: ModuleType, n: int) 
         def forward(self, tokens: Any, return_n_logits: Any, input_row_offsets: Any, *kv: Any) -> Any:
             per_device = kv_params.unflatten_kv_inputs(iter(x._graph_value for x in kv))
             collections = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
-            out = self.model(tokens, collections, return_n_logits, input_row_offsets, None)
+            # its structured forward (the flat forward() replaced trace(): it takes input_types())
+            out = self.model.forward_unflattened(tokens, collections, return_n_logits, input_row_offsets, None)
             placements.extend(str(t.mapping) for t in out)
             return out
 
@@ -521,18 +522,15 @@ def test_migrated_qwen3_decoder_stages_on_a_cpu_mesh(archs: ModuleType, n: int) 
 
 @pytest.mark.needs_max
 def test_migrated_qwen3_decoder_stages_on_one_device(archs: ModuleType) -> None:
-    """The single-device path keeps working: the same migrated Qwen3 built on one CPU (not a
-    mesh) stages, its RoPE table and row offsets moved with ``.to(<embedding weight>.mesh)``,
-    which for a single-device weight is the one-device mesh ``Tensor.to`` accepts."""
+    """The single-device path keeps working: the migrated Qwen3 built on one CPU (not a mesh)
+    stages through its own flat ``forward`` (the bridged V2 ``trace()``) with its own
+    ``input_types()``: the RoPE table and row offsets move with ``.to(<embedding weight>.mesh)``,
+    a one-device mesh for a single-device weight, and the KV list becomes one cache on it."""
     from max.driver import CPU
     from max.dtype import DType
     from max.experimental import functional as F
-    from max.experimental.nn import Module
-    from max.experimental.nn.common_layers.kv_cache import PagedCacheValues
-    from max.experimental.sharding import DeviceMapping
     from max.experimental.tensor import default_device, default_dtype
     from max.graph import DeviceRef
-    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
 
     _, _, cfg_mod, cfg_cls, cfg_args = DECODERS["qwen3"]
     v3_pkg = f"{archs.__name__}.qwen3_modulev3"
@@ -540,19 +538,7 @@ def test_migrated_qwen3_decoder_stages_on_one_device(archs: ModuleType) -> None:
     v3_cls = importlib.import_module(f"{v3_pkg}.qwen3").Qwen3
     with F.lazy(), default_device(CPU()), default_dtype(DType.float32):
         v3 = v3_cls(config)
-    kv_params = _kv([DeviceRef.CPU()])
-    mesh = v3.embed_tokens.weight.mesh
-    assert mesh.num_devices == 1 and not v3.embed_tokens.weight.is_distributed
-
-    class Root(Module[..., Any]):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = v3
-
-        def forward(self, tokens: Any, return_n_logits: Any, input_row_offsets: Any, *kv: Any) -> Any:
-            per_device = kv_params.unflatten_kv_inputs(iter(x._graph_value for x in kv))
-            collections = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
-            return self.model(tokens, collections, return_n_logits, input_row_offsets, None)
-
-    staged = str(Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices)))
+    weight = v3.embed_tokens.weight
+    assert weight.mesh.num_devices == 1 and not weight.is_distributed
+    staged = str(v3.trace(*v3.input_types(_kv([DeviceRef.CPU()]))))
     assert staged.count('"mo.mha.ragged.paged"') == 2  # two layers, one device
