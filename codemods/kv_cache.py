@@ -20,6 +20,8 @@ Graph whose inputs are graph values, not Tensors.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
@@ -34,6 +36,8 @@ from codemods.kv_trace import (
 from codemods.resolve import import_bindings
 
 _UNFLATTEN = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
+#: ``PagedCacheValues.from_upstream`` itself, not an alias such as ``MeshPagedCacheValues.from_upstream``
+_FROM_UPSTREAM = re.compile(r"(?<![\w.])PagedCacheValues\.from_upstream")
 _V3_CACHE_HOME = "max.experimental.nn.common_layers.kv_cache"
 _TENSOR_MODULE = "max.experimental.tensor"
 
@@ -49,7 +53,11 @@ class KVCache(Codemod):
         for local, target in import_bindings(original):
             if not (target.startswith("max.nn") and target.endswith(".PagedCacheValues")):
                 continue
-            if f"{local}.from_upstream" in self.state.source and local == "PagedCacheValues" and not isinstance(updated.names, cst.ImportStar):
+            if (
+                local == "PagedCacheValues"
+                and _FROM_UPSTREAM.search(self.state.source)
+                and not isinstance(updated.names, cst.ImportStar)
+            ):
                 self.state.import_name(_V3_CACHE_HOME, "PagedCacheValues")
                 self.rewrote(original, "MV385", "PagedCacheValues (from_upstream) → common_layers.kv_cache")
                 keep = [a for a in updated.names if _name(a) != local or a.asname is not None]
