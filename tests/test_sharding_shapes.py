@@ -542,3 +542,16 @@ def test_migrated_qwen3_decoder_stages_on_one_device(archs: ModuleType) -> None:
     assert weight.mesh.num_devices == 1 and not weight.is_distributed
     staged = str(v3.trace(*v3.input_types(_kv([DeviceRef.CPU()]))))
     assert staged.count('"mo.mha.ragged.paged"') == 2  # two layers, one device
+
+
+def test_migrated_qwen3_is_a_fixed_point(archs: ModuleType, tmp_path: Path) -> None:
+    """Applying again to the migrated Qwen3 (its bridged flat forward, the aliased V3 cache beside
+    max.nn's PagedCacheValues) changes nothing."""
+    migrated = Path(archs.__file__).parent / "qwen3_modulev3"
+    again = tmp_path / "qwen3"
+    shutil.copytree(migrated, again, ignore=shutil.ignore_patterns("__pycache__"))
+    report = apply_paths([again], out=tmp_path, jobs=1)
+    assert not report.errors
+    changed = [p.name for p in sorted(again.rglob("*.py"))
+               if (tmp_path / "qwen3_modulev3" / p.relative_to(again)).read_text() != p.read_text()]
+    assert not changed
