@@ -10,17 +10,34 @@ input alias without ``from_upstream``); other uses keep a TODO.
 
     def trace(self, *input_types, ...): def forward(tokens, input_row_offsets, return_n_logits, *kv_inputs): ...
     →  def forward(self, tokens: Tensor, return_n_logits: Tensor, input_row_offsets: Tensor, *variadic_args: Tensor): ...
+
+A root with its own ``__call__`` (now ``forward``) keeps V2's input order: the
+inner function becomes the flat ``forward`` over Tensors and calls the own
+one, renamed ``forward_unflattened`` (``codemods.kv_trace.bridged_forward``).
+Without it, ``Module.trace`` would reach the V2 ``trace()`` and build a V2
+Graph whose inputs are graph values, not Tensors.
 """
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
-from codemods.kv_trace import V3_ORDER, flat_forward, has_own_call
+from codemods.kv_trace import (
+    STRUCTURED,
+    V3_CACHE,
+    V3_ORDER,
+    bridged_forward,
+    flat_forward,
+    has_own_call,
+)
 from codemods.resolve import import_bindings
 
 _UNFLATTEN = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
+#: ``PagedCacheValues.from_upstream`` itself, not an alias such as ``MeshPagedCacheValues.from_upstream``
+_FROM_UPSTREAM = re.compile(r"(?<![\w.])PagedCacheValues\.from_upstream")
 _V3_CACHE_HOME = "max.experimental.nn.common_layers.kv_cache"
 _TENSOR_MODULE = "max.experimental.tensor"
 
@@ -36,7 +53,11 @@ class KVCache(Codemod):
         for local, target in import_bindings(original):
             if not (target.startswith("max.nn") and target.endswith(".PagedCacheValues")):
                 continue
-            if f"{local}.from_upstream" in self.state.source and local == "PagedCacheValues" and not isinstance(updated.names, cst.ImportStar):
+            if (
+                local == "PagedCacheValues"
+                and _FROM_UPSTREAM.search(self.state.source)
+                and not isinstance(updated.names, cst.ImportStar)
+            ):
                 self.state.import_name(_V3_CACHE_HOME, "PagedCacheValues")
                 self.rewrote(original, "MV385", "PagedCacheValues (from_upstream) → common_layers.kv_cache")
                 keep = [a for a in updated.names if _name(a) != local or a.asname is not None]
@@ -83,8 +104,9 @@ class KVCache(Codemod):
             if "unflatten_" not in code:
                 return updated
             result: cst.FunctionDef | str
-            if has_own_call(body):
-                result = "the class has its own forward(): rename it and call it from the flat forward()"
+            bridged = has_own_call(body)
+            if bridged:
+                result = _bridged(body, i, stmt)
             else:
                 result = flat_forward(stmt, "Tensor")
             if isinstance(result, str):
@@ -94,6 +116,15 @@ class KVCache(Codemod):
                 )
                 todo = attach_todos(stmt, [note])
                 body[i] = todo if isinstance(todo, cst.FunctionDef) else stmt
+            elif bridged:
+                self.state.import_name(_TENSOR_MODULE, "Tensor")
+                if f"{V3_CACHE[2]}.from_upstream(" in cst.Module([]).code_for_node(result):
+                    self.state.needed_imports.add(V3_CACHE)
+                    self.state.import_name("max.experimental.sharding", "DeviceMapping")
+                self.rewrote(original, "MV384", f"trace() override → flat forward() calling the class's own, now {STRUCTURED}()")
+                self._rewrote_with_trace(original, i, code)
+                body = [_renamed(s) for s in body]
+                body[i] = result
             else:
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")
@@ -133,6 +164,21 @@ class KVCache(Codemod):
                 self.rewrote(stmt, "MV384", f"input_types() reordered to forward()'s {', '.join(V3_ORDER)}, *kv")
                 body[k] = new
         return body
+
+
+def _bridged(body: list[cst.BaseStatement], at: int, trace: cst.FunctionDef) -> cst.FunctionDef | str:
+    """``bridged_forward``, unless another method calls ``self(...)`` (it would reach the flat forward)."""
+    others = [s for k, s in enumerate(body) if k != at and isinstance(s, cst.FunctionDef)]
+    if any("self(" in cst.Module([]).code_for_node(s) for s in others):
+        return f"another method calls self(...): rename forward() to {STRUCTURED}() and call that"
+    return bridged_forward(trace, body)
+
+
+def _renamed(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The class's own structured ``forward`` → :data:`STRUCTURED` (the flat forward takes its name)."""
+    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward":
+        return stmt.with_changes(name=cst.Name(STRUCTURED))
+    return stmt
 
 
 def _inner_params(trace: cst.FunctionDef) -> list[str]:

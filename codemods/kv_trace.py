@@ -21,9 +21,13 @@ forward), so the module tree, and with it every weight name, stays as in V2.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import libcst as cst
 
 from codemods.args import source
+from codemods.base import TODO_PREFIX, attach_todos
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -119,3 +123,229 @@ class _FlatInputs(cst.CSTTransformer):
         if updated.attr.value == "tensor" and isinstance(updated.value, cst.Name) and updated.value.value in self.names:
             return updated.value
         return updated
+
+
+#: the name the class's own structured forward gets when the flat forward takes its place
+STRUCTURED = "forward_unflattened"
+#: TODOs a bridged trace() resolves: graph-value unwraps, Value annotations, unflatten outside forward()
+_RESOLVED = ("MV373", "MV331", "MV384", "MV382", "MV380")
+_UNFLATTENERS = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
+
+
+def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cst.FunctionDef | str:
+    """For a class with its own ``forward``: the V3 flat ``forward`` replacing ``trace``, or why not.
+
+    The inner function over flat graph Values becomes ``forward(self, <its inputs>)`` over Tensors
+    in the same order (``input_types()`` stays right): ``.tensor`` unwraps go, ``.buffer`` and the
+    KV inputs handed to ``unflatten_*`` become the graph values of the Tensors (``x._graph_value``,
+    as the official ports bridge them), and ``self(...)`` calls the class's own forward, renamed
+    :data:`STRUCTURED`. The statements before the inner function come along.
+    """
+    if not isinstance(trace.body, cst.IndentedBlock):
+        return "trace() has no block body"
+    own = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value in ("forward", "__call__")]
+    if len(own) != 1 or own[0].name.value != "forward":
+        return f"the class has its own __call__: rename it {STRUCTURED}() and call it from the flat forward()"
+    if any(isinstance(s, cst.FunctionDef) and s.name.value == STRUCTURED for s in body):
+        return f"the class already has a {STRUCTURED}()"
+    stmts = [s for s in trace.body.body if not _is_docstring(s)]
+    if len(stmts) < 2 or not isinstance(stmts[-2], cst.FunctionDef):
+        return "trace() does not end with an inner function and `return Graph(...)`"
+    inner, ret = stmts[-2], _small(stmts[-1])
+    if not (
+        isinstance(ret, cst.Return)
+        and isinstance(ret.value, cst.Call)
+        and len(ret.value.args) > 1
+        and source(ret.value.args[1].value) == inner.name.value
+    ):
+        return "trace() does not return Graph(name, <inner function>, ...)"
+    pre = stmts[:-2]
+    own_params = {p.name.value for p in (*trace.params.params, *trace.params.kwonly_params)} - {"self"}
+    star = trace.params.star_arg
+    if isinstance(star, cst.Param):
+        own_params.add(star.name.value)
+    if any(not isinstance(s, cst.SimpleStatementLine) for s in pre) or any(
+        _uses_names(s, own_params) for s in pre
+    ):
+        return "trace() computes more than values of self before the inner function"
+    if not isinstance(inner.body, cst.IndentedBlock) or inner.params.kwonly_params or inner.params.star_kwarg:
+        return "the inner function is not over positional graph inputs"
+    if f"self.{STRUCTURED}" in source(inner) or "self(" not in source(inner):
+        return "the inner function does not call self(...)"
+    params = inner.params
+    tensor = cst.Annotation(cst.Name("Tensor"))
+    first = params.params[0] if params.params else params.star_arg
+    comma = first.comma if isinstance(first, cst.Param) and isinstance(first.comma, cst.Comma) else cst.MaybeSentinel.DEFAULT
+    new_params = params.with_changes(
+        params=[cst.Param(cst.Name("self"), comma=comma), *(p.with_changes(annotation=tensor) for p in params.params)],
+        star_arg=params.star_arg.with_changes(annotation=tensor) if isinstance(params.star_arg, cst.Param) else params.star_arg,
+    )
+    new_body = [*pre, *inner.body.body]
+    new_body = [s.with_changes(leading_lines=_without(s, _RESOLVED)) for s in new_body]
+    new = inner.with_changes(
+        name=cst.Name("forward"),
+        params=new_params,
+        body=inner.body.with_changes(body=new_body),
+        leading_lines=_without(trace, _RESOLVED),
+    )
+    bridge = _Bridge()
+    result = new.visit(bridge)
+    assert isinstance(result, cst.FunctionDef)
+    if bridge.buffers:
+        result = result.visit(_SignalLayout())
+    assert isinstance(result, cst.FunctionDef)
+    caches = _one_cache_params(own[0])
+    if caches:
+        result = result.visit(_OneCache(caches, _mesh_of(body)))
+    assert isinstance(result, cst.FunctionDef)
+    return result
+
+
+#: the V3 paged cache, imported under this name (the file may still import max.nn's V2 alias)
+V3_CACHE = ("max.experimental.nn.common_layers.kv_cache", "PagedCacheValues", "MeshPagedCacheValues")
+_MESH_TO = re.compile(r"\.to\((self(?:\.\w+)+\.mesh)\)")
+
+
+def _one_cache_params(own: cst.FunctionDef) -> dict[int | str, str]:
+    """The own forward's parameters typed one ``PagedCacheValues`` (V3: one cache on the mesh),
+    by position (after self) and by name."""
+    out: dict[int | str, str] = {}
+    for k, p in enumerate(own.params.params[1:]):
+        if p.annotation is not None and source(p.annotation.annotation) == "PagedCacheValues":
+            out[k] = out[p.name.value] = p.name.value
+    return out
+
+
+def _mesh_of(body: list[cst.BaseStatement]) -> str | None:
+    """The mesh the class already moves its inputs onto (``x.to(self.<path>.mesh)``), if any."""
+    for stmt in body:
+        if isinstance(stmt, cst.FunctionDef):
+            found = _MESH_TO.search(source(stmt))
+            if found:
+                return found.group(1)
+    return None
+
+
+class _OneCache(cst.CSTTransformer):
+    """A per-device KV list passed where the own forward takes one cache →
+    ``PagedCacheValues.from_upstream(list, DeviceMapping.replicated(mesh))``; a TODO when no mesh is known."""
+
+    def __init__(self, params: dict[int | str, str], mesh: str | None) -> None:
+        super().__init__()
+        self.params, self.mesh = params, mesh
+        self.wrapped: list[str] = []
+        self.unknown = False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if source(updated.func) != f"self.{STRUCTURED}":
+            return updated
+        args = list(updated.args)
+        for k, arg in enumerate(args):
+            key: int | str = arg.keyword.value if arg.keyword is not None else k
+            if arg.star or key not in self.params or not isinstance(arg.value, cst.Name):
+                continue
+            if self.mesh is None:
+                self.unknown = True
+                continue
+            cache = V3_CACHE[2]
+            value = cst.parse_expression(
+                f"{cache}.from_upstream({arg.value.value}, DeviceMapping.replicated({self.mesh}))"
+            )
+            args[k] = arg.with_changes(value=value)
+            self.wrapped.append(arg.value.value)
+        return updated.with_changes(args=args)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if self.unknown:
+            self.unknown = False
+            note = (
+                f"{TODO_PREFIX}MV384 {STRUCTURED}() takes one PagedCacheValues (on the mesh): pass "
+                "PagedCacheValues.from_upstream(<the per-device list>, DeviceMapping.replicated(<the model's mesh>))"
+            )
+            todo = attach_todos(updated, [note])
+            assert isinstance(todo, cst.SimpleStatementLine)
+            return todo
+        return updated
+
+
+def _uses_names(node: cst.CSTNode, names: set[str]) -> bool:
+    found: list[str] = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            if n.value in names:
+                found.append(n.value)
+
+    node.visit(_Names())
+    return bool(found)
+
+
+def _without(stmt: cst.CSTNode, codes: tuple[str, ...]) -> list[cst.EmptyLine]:
+    """Leading lines without the migrate-v3 TODOs of ``codes`` (what the rewrite resolves)."""
+    lines: list[cst.EmptyLine] = list(getattr(stmt, "leading_lines", ()))
+    return [
+        line for line in lines
+        if line.comment is None or not any(f"TODO(migrate-v3): {c} " in line.comment.value for c in codes)
+    ]
+
+
+class _Bridge(cst.CSTTransformer):
+    """Flat graph Values → Tensors in the lifted body (see :func:`bridged_forward`); the
+    TODOs this resolves go from every statement in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffers = False  # a .buffer (a V2 signal buffer input) became ._graph_value
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+        result = super().on_leave(original, updated)
+        if isinstance(result, cst.SimpleStatementLine | cst.BaseCompoundStatement) and result.leading_lines:
+            return result.with_changes(leading_lines=_without(result, _RESOLVED))
+        return result
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        if isinstance(func, cst.Name) and func.value == "self":
+            return updated.with_changes(func=cst.Attribute(cst.Name("self"), cst.Name(STRUCTURED)))
+        if isinstance(func, cst.Attribute) and func.attr.value in _UNFLATTENERS and len(updated.args) == 1:
+            arg = updated.args[0].value
+            if (
+                isinstance(arg, cst.Call)
+                and source(arg.func) == "iter"
+                and len(arg.args) == 1
+                and not isinstance(arg.args[0].value, cst.GeneratorExp)
+            ):
+                values = cst.parse_expression(f"iter(x._graph_value for x in {source(arg.args[0].value)})")
+                return updated.with_changes(args=[updated.args[0].with_changes(value=values)])
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if source(updated.value).startswith("self."):
+            return updated
+        if updated.attr.value == "tensor":
+            return updated.value
+        if updated.attr.value == "buffer":
+            self.buffers = True
+            return updated.with_changes(attr=cst.Name("_graph_value"))
+        return updated
+
+
+class _SignalLayout(cst.CSTTransformer):
+    """The flat forward still reads V2's signal buffer inputs before the KV inputs: V3's
+    pipeline inputs have none (``compile`` adds them), so say so where the KV inputs are read."""
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if not any(f"{name}(" in source(updated) for name in _UNFLATTENERS):
+            return updated
+        note = (
+            f"{TODO_PREFIX}MV391 the inputs keep V2's signal buffers ahead of the KV inputs (input_types()); "
+            "V3 compile adds signal buffers itself and the V3 pipeline passes (tokens, return_n_logits, "
+            "input_row_offsets, *kv): drop them from input_types() and from here"
+        )
+        todo = attach_todos(updated, [note])
+        assert isinstance(todo, cst.SimpleStatementLine)
+        return todo

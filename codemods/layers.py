@@ -34,6 +34,7 @@ from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, FileState
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
+    CALL_DROPS,
     FUNCTIONS,
     LAYERS,
     NO_V3_CLASS,
@@ -136,6 +137,8 @@ class LayerConstructors(Codemod):
         #: id of a call passed straight to the constructor of a V2 class that ``Ports``
         #: replaces with its port → that port's name
         self.port_args: dict[int, str] = {}
+        #: id of a call assigned to ``self.<attr>`` → attr
+        self.self_attr_of: dict[int, str] = {}
 
     # --- factory bookkeeping -------------------------------------------------
 
@@ -233,6 +236,10 @@ class LayerConstructors(Codemod):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self._record(node.targets[0].target.value, self._factory_of(node.value))
+        elif len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                self.self_attr_of[id(node.value)] = target.attr.value
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name):
@@ -310,6 +317,14 @@ class LayerConstructors(Codemod):
         """The layer goes straight into a port that calls it the V3 way (no call site to update)."""
         port = self.port_args.get(id(original))
         return port is not None and calls_the_v3_way(port, module, name)
+
+    def _calls_are_rewritten(self, original: cst.Call, v2: str) -> bool:
+        """``self.x = <layer>(...)`` whose calls ``self.x(...)`` the call-site rule
+        (``codemods.layer_calls``) rewrites or flags: a caveat about calling it is stale here."""
+        attr = self.self_attr_of.get(id(original))
+        if v2 not in CALL_DROPS or attr is None or f"self.{attr}(" not in self.state.source or not self.class_nodes:
+            return False
+        return f"self.{attr}(" in source(self.class_nodes[-1][0])  # called in the same class
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         qualified = self.qualname(original.func)
@@ -526,7 +541,12 @@ class LayerConstructors(Codemod):
                 self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
             elif v3 not in new and not factory and not self.in_partial:
                 self.todo("MV342", f"{v3_name}: {why}")
-        if spec.caveat and not factory and not self._call_site_is_a_port(original, v3_module or spec.v3_module, v3_name):
+        if (
+            spec.caveat
+            and not factory
+            and not self._call_site_is_a_port(original, v3_module or spec.v3_module, v3_name)
+            and not self._calls_are_rewritten(original, v2)
+        ):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
         ordered = [new[p] for p in spec.v3_params if p in new]
         func = self._ref(original.func, v3_module or spec.v3_module, v3_name)

@@ -5,10 +5,12 @@ it (``knowledge/max_26_7.json``); keyword renames and flipped defaults from
 ``knowledge/ops.py`` are applied; an explicit ``axis=None`` (last axis in
 ``ops.max``/``ops.min``, *all* axes in F) becomes ``axis=-1``. An op with no F
 form is wrapped: ``F.functional(ops.X)(...)``. Collectives and TensorValue-only
-APIs (``.tensor``, ``.buffer``, ``.stdev``...) are flagged.
+APIs (``.tensor``, ``.buffer``, ``.stdev``...) are flagged. ``x.to(DeviceRef.X())``
+gets the driver Device V3's ``Tensor.to``/``Module.to`` take (V2 values take it too).
 
     ops.reshape(x, [1, -1])   →  F.reshape(x, [1, -1])
     ops.buffer_load(buf)      →  F.functional(ops.buffer_load)(buf)
+    x.to(DeviceRef.CPU())     →  x.to(DeviceRef.CPU().to_device())
 """
 
 from __future__ import annotations
@@ -166,8 +168,12 @@ class Ops(Codemod):
             ]
             self.rewrote(original, "MV370", ".transpose(dim_1=, dim_2=) → .transpose(dim1=, dim2=)")
             return updated.with_changes(args=args)
-        if method == "to" and len(updated.args) == 1 and _is_device_ref(updated.args[0].value):
-            self.todo("MV373", "Tensor.to(DeviceRef) raises TypeError: use F.transfer_to(x, ref) or ref.to_device()")
+        if method == "to" and len(updated.args) == 1 and not updated.args[0].keyword and _is_device_ref(updated.args[0].value):
+            # V3 Tensor.to/Module.to take a driver Device; a V2 graph value's .to takes one too
+            arg = updated.args[0]
+            device = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("to_device")))
+            self.rewrote(original, "MV373", "Tensor.to(DeviceRef) raises TypeError: .to(ref.to_device())")
+            return updated.with_changes(args=[arg.with_changes(value=device)])
         return updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -192,6 +198,9 @@ def _looks_like_tensor(node: cst.BaseExpression) -> bool:
 
 
 def _is_device_ref(node: cst.BaseExpression) -> bool:
+    """``DeviceRef.CPU()`` / ``DeviceRef(...)``, not ``DeviceRef.CPU().to_device()`` (a Device)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to_device":
+        return False
     text = source(node)
     return text.startswith("DeviceRef.") or text.startswith("DeviceRef(")
 

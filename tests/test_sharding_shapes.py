@@ -510,10 +510,48 @@ def test_migrated_qwen3_decoder_stages_on_a_cpu_mesh(archs: ModuleType, n: int) 
         def forward(self, tokens: Any, return_n_logits: Any, input_row_offsets: Any, *kv: Any) -> Any:
             per_device = kv_params.unflatten_kv_inputs(iter(x._graph_value for x in kv))
             collections = PagedCacheValues.from_upstream(per_device, DeviceMapping.replicated(mesh))
-            out = self.model(tokens, collections, return_n_logits, input_row_offsets, None)
+            # its structured forward (the flat forward() replaced trace(): it takes input_types())
+            out = self.model.forward_unflattened(tokens, collections, return_n_logits, input_row_offsets, None)
             placements.extend(str(t.mapping) for t in out)
             return out
 
     staged = str(Root().trace(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=kv_params.devices)))
     assert placements == [str(DeviceMapping.replicated(mesh))]
     assert staged.count('"mo.mha.ragged.paged"') == n * 2  # two layers
+
+
+@pytest.mark.needs_max
+def test_migrated_qwen3_decoder_stages_on_one_device(archs: ModuleType) -> None:
+    """The single-device path keeps working: the migrated Qwen3 built on one CPU (not a mesh)
+    stages through its own flat ``forward`` (the bridged V2 ``trace()``) with its own
+    ``input_types()``: the RoPE table and row offsets move with ``.to(<embedding weight>.mesh)``,
+    a one-device mesh for a single-device weight, and the KV list becomes one cache on it."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.tensor import default_device, default_dtype
+    from max.graph import DeviceRef
+
+    _, _, cfg_mod, cfg_cls, cfg_args = DECODERS["qwen3"]
+    v3_pkg = f"{archs.__name__}.qwen3_modulev3"
+    config = getattr(importlib.import_module(f"{v3_pkg}.{cfg_mod}"), cfg_cls)(**cfg_args([DeviceRef.CPU()]))
+    v3_cls = importlib.import_module(f"{v3_pkg}.qwen3").Qwen3
+    with F.lazy(), default_device(CPU()), default_dtype(DType.float32):
+        v3 = v3_cls(config)
+    weight = v3.embed_tokens.weight
+    assert weight.mesh.num_devices == 1 and not weight.is_distributed
+    staged = str(v3.trace(*v3.input_types(_kv([DeviceRef.CPU()]))))
+    assert staged.count('"mo.mha.ragged.paged"') == 2  # two layers, one device
+
+
+def test_migrated_qwen3_is_a_fixed_point(archs: ModuleType, tmp_path: Path) -> None:
+    """Applying again to the migrated Qwen3 (its bridged flat forward, the aliased V3 cache beside
+    max.nn's PagedCacheValues) changes nothing."""
+    migrated = Path(archs.__file__).parent / "qwen3_modulev3"
+    again = tmp_path / "qwen3"
+    shutil.copytree(migrated, again, ignore=shutil.ignore_patterns("__pycache__"))
+    report = apply_paths([again], out=tmp_path, jobs=1)
+    assert not report.errors
+    changed = [p.name for p in sorted(again.rglob("*.py"))
+               if (tmp_path / "qwen3_modulev3" / p.relative_to(again)).read_text() != p.read_text()]
+    assert not changed
