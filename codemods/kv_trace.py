@@ -27,7 +27,7 @@ from typing import Any
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, attach_todos
+from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -271,15 +271,7 @@ class _OneCache(cst.CSTTransformer):
 
 
 def _uses_names(node: cst.CSTNode, names: set[str]) -> bool:
-    found: list[str] = []
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            if n.value in names:
-                found.append(n.value)
-
-    node.visit(_Names())
-    return bool(found)
+    return any(n.value in names for n in nodes_of(node, (cst.Name,)))  # type: ignore[attr-defined]
 
 
 def _without(stmt: cst.CSTNode, codes: tuple[str, ...]) -> list[cst.EmptyLine]:
