@@ -191,3 +191,36 @@ def test_progress_is_plain_lines_when_not_a_terminal() -> None:
     assert lines[0] == "[1/2] TinyLM: compile V2 ..."
     assert lines[1].startswith("[1/2] TinyLM: compile V2 done in ")
     assert isinstance(make_progress(False, stream), NullProgress)
+
+
+def test_a_module_whose_constructor_raised_is_not_recorded() -> None:
+    """The ladder's L2 counts recorded roots: a half-built one (its ``__init__`` raised, the
+    load path caught it) must not pass for a constructed model; its built children stay."""
+    from migrate_v3.verify.archbuild import Capture, record_constructions
+
+    class Base:
+        def __init__(self) -> None:
+            pass
+
+    class Child(Base):
+        def __init__(self, n: int) -> None:
+            super().__init__()
+            self.n = n
+
+    class Root(Base):
+        def __init__(self, fail: bool) -> None:
+            super().__init__()
+            self.child = Child(1)
+            if fail:
+                raise AttributeError("config has no quant_config")
+
+    captures: list[Capture] = []
+    with record_constructions(Base, captures):
+        Root(False)
+        try:
+            Root(True)
+        except AttributeError:
+            pass
+    assert [(type(c.module).__name__, c.args) for c in captures] == [
+        ("Root", (False,)), ("Child", (1,)), ("Child", (1,)),
+    ]

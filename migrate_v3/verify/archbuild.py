@@ -116,10 +116,17 @@ def _subclasses(base: type) -> list[type]:
 def _recording(init: Callable[..., None], out: list[Capture], seen: set[int]) -> Callable[..., None]:
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - stands in for __init__
+        capture = None
         if id(self) not in seen:  # the most derived __init__ sees the constructor's arguments
             seen.add(id(self))
-            out.append(Capture(self, args, kwargs))
-        init(self, *args, **kwargs)
+            capture = Capture(self, args, kwargs)
+            out.append(capture)  # (before its children: the list stays in construction order)
+        try:
+            init(self, *args, **kwargs)
+        except BaseException:
+            if capture is not None:  # a module whose constructor raised was never built
+                out[:] = [c for c in out if c is not capture]
+            raise
 
     return __init__
 
