@@ -22,6 +22,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -174,6 +175,11 @@ def timing(rounds: int = 3) -> None:
             w, c = best[n]
             print(f"  {n:26s} wall {w:5.1f}s ({w / bw:.2f}x)  cpu {c:5.1f}s ({c / bc:.2f}x)")
         print(f"  -j 2 wall-time gain over -j 1: {best[names[1]][0] / best[names[3]][0]:.2f}x")
+        # each round's ratio shares that round's load: their median is the steadier number
+        for n in names[1:3]:
+            ratios = sorted(c / b for (_, c), (_, b) in zip(results[n], results[names[0]], strict=True))
+            print(f"  {n:26s} cpu ratio per round: {', '.join(f'{r:.2f}x' for r in ratios)}; "
+                  f"median {statistics.median(ratios):.2f}x")
 
 
 def _outputs(dest: Path, *, positions: bool = True, precise: bool = False, jobs: int = 2) -> None:
