@@ -75,6 +75,9 @@ class TransformContext:
     precise_names: bool = False
     #: Report the original line/column of each rewrite (costs a codegen of the rewritten statements).
     positions: bool = True
+    #: ``classify_source`` of this exact source when the caller already knows it (apply has
+    #: check's scan of every file: the file is not scanned twice); None: classify it
+    source_kind: str | None = None
     #: The file is an architecture's ``arch.py`` (registration rewrite).
     is_arch_module: bool = False
     #: The file is a package ``__init__.py`` (export renames).

@@ -25,7 +25,13 @@ from codemods.base import fast_path_problem
 from migrate_v3.classify import Classified, SourceError, compiled_by_python, decode
 from migrate_v3.emit import Stager
 from migrate_v3.findings import Finding
-from migrate_v3.pipeline import TransformContext, TransformError, TransformResult, transform_source
+from migrate_v3.pipeline import (
+    TransformContext,
+    TransformError,
+    TransformResult,
+    transform_kind,
+    transform_source,
+)
 from migrate_v3.plan import Plan, Target, plan, v3_name
 from migrate_v3.registration import OutputNames, RegistrationHint, hint_for
 from migrate_v3.scan import RELEASE_CODES, syntax_error
@@ -105,7 +111,8 @@ class ApplyReport:
 
 
 def _contexts(
-    target: Target, rel: Path, base: TransformContext, the_plan: Plan, classified: Classified | None = None
+    target: Target, rel: Path, base: TransformContext, the_plan: Plan, classified: Classified | None = None,
+    scanned: tuple[str, str | None] | None = None,
 ) -> TransformContext:
     return replace(
         base,
@@ -120,6 +127,7 @@ def _contexts(
         is_arch_module=target.is_package and rel == Path("arch.py"),
         is_package_init=target.is_package and rel == Path("__init__.py"),
         old_release_names=classified is None or any(f.code in RELEASE_CODES for f in classified.result.findings),
+        source_kind=None if scanned is None else transform_kind(*scanned),
     )
 
 
@@ -203,7 +211,7 @@ def apply_paths(
                 raws[src] = src.read_bytes()
             except OSError as exc:
                 report.errors.append(f"{target.show(rel)}: cannot read: {exc.strerror}")
-    classified = classify_sources({str(p): data for p, data in raws.items() if p.suffix == ".py"})
+    classified, scanned = classify_sources({str(p): data for p, data in raws.items() if p.suffix == ".py"})
     needed = needing_migration(the_plan.targets, classified, the_plan.v3_packages)
     with Stager(force=force or diff) as stager:
         todo: list[Target] = []
@@ -230,7 +238,8 @@ def apply_paths(
             else:
                 todo.append(target)
         jobs_in = [
-            _Job(str(src), target.show(rel), raws[src], _contexts(target, rel, base, the_plan, classified[str(src)]))
+            _Job(str(src), target.show(rel), raws[src],
+                 _contexts(target, rel, base, the_plan, classified[str(src)], scanned[str(src)]))
             for target in todo
             for src, rel in target.files
             if src.suffix == ".py" and src in raws and classified[str(src)].result.error is None

@@ -73,8 +73,12 @@ def classify_source(source: str) -> str:
     sites apply rewrites.
     """
     scan = scan_source(source)
-    kind = kind_of(scan)
-    if kind == "mixed" or (kind == "v3" and scan.release in {"25.6/25.7", "26.1"}):
+    return transform_kind(kind_of(scan), scan.release)
+
+
+def transform_kind(kind: str, release: str | None) -> str:
+    """:func:`classify_source` from check's kind and release of the file."""
+    if kind == "mixed" or (kind == "v3" and release in {"25.6/25.7", "26.1"}):
         return "v2"  # V2 sites, or an older release's namespaces, to rewrite
     return kind
 
@@ -121,7 +125,8 @@ def transform_source(
 
 
 def _transform_source(source: str, path: str, ctx: TransformContext) -> TransformResult:
-    kind = classify_source(source)
+    known = ctx.source_kind if ctx.renamed_from is None else None  # (renamed: other code)
+    kind = known if known is not None else classify_source(source)
     if (ctx.package or "").endswith("_modulev3") and ctx.only_v2:
         # a V3 package (an official port): its V2-style helpers are kept on purpose
         return TransformResult(source, False, [], todo_markers(source), kind)

@@ -23,11 +23,13 @@ from migrate_v3.config import Settings
 from migrate_v3.plan import Target
 
 
-def classify_sources(sources: dict[str, bytes]) -> dict[str, Classified]:
-    """Check's result for each ``.py`` file (path -> bytes), dependencies on V2 packages included."""
+def classify_sources(sources: dict[str, bytes]) -> tuple[dict[str, Classified], dict[str, tuple[str, str | None]]]:
+    """Check's result for each ``.py`` file (path -> bytes), dependencies on V2 packages included;
+    and each file's own (kind, release), before a dependency on V2 code made a neutral file ``v2``."""
     classified = {name: classify_bytes(data, name) for name, data in sources.items()}
+    scanned = {name: (c.result.kind, c.result.release) for name, c in classified.items()}
     link_dependencies(classified, Settings(cache=False))
-    return classified
+    return classified, scanned
 
 
 def _imported_packages(path: Path, c: Classified) -> set[Path | str]:
