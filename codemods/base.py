@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -160,6 +160,16 @@ class Codemod:
     def applies_to(cls, source: str, context: TransformContext) -> bool:
         """:meth:`applies` for a file in its context (its package, ``arch.py``...)."""
         return cls.applies(source)
+
+    def idle_hooks(self) -> Collection[str]:
+        """Hooks (``"leave_Name"``...) that cannot change this file, decided once from what it
+        imports: the Engine does not call them (a hook on every ``Name`` costs per node)."""
+        return ()
+
+    def imported(self) -> Collection[str] | None:
+        """Every dotted target the file's imports bind; None when names are resolved by scope."""
+        resolver = self.state.resolver
+        return resolver.table.values() if isinstance(resolver, ImportTableResolver) else None
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         return self.state.qualname(node)
@@ -451,7 +461,10 @@ class Engine(cst.CSTTransformer):
         self.visits: dict[str, list[Callable[[Any], Any]]] = {}
         self.leaves: dict[str, list[Callable[[Any, Any], Any]]] = {}
         for mod in codemods:
+            idle = mod.idle_hooks()
             for attr in dir(type(mod)):
+                if attr in idle:
+                    continue
                 if attr.startswith("visit_"):
                     self.visits.setdefault(attr[6:], []).append(getattr(mod, attr))
                 elif attr.startswith("leave_"):

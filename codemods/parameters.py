@@ -53,6 +53,12 @@ class Parameters(Codemod):
         self.targets.pop()
         return updated
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        imported = self.imported()
+        if imported is None or any(graph_symbol(t) == "Weight" for t in imported):
+            return ()
+        return ("leave_Name",)  # no name of the file is V2's Weight (an attribute chain still may be)
+
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         if self.state.annotation_depth == 0 or id(original) in self.state.non_refs:
             return updated

@@ -33,6 +33,12 @@ class TensorTypes(Codemod):
     def applies(cls, source: str) -> bool:
         return "Value" in source or "Type" in source
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        imported = self.imported()
+        if imported is None or any(graph_symbol(t) in _TO_TENSOR or graph_symbol(t) in _GRAPH_ONLY for t in imported):
+            return ()
+        return ("leave_Name",)  # no name of the file is one of them (an attribute chain still may be)
+
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         if id(original) in self.state.non_refs:
             return updated
