@@ -478,6 +478,11 @@ NO_V3_CLASS: dict[str, str] = {
     "FusedMLP": "port it locally",
 }
 
+#: V2 layers whose V3 container builds them through a factory with V3 keywords only
+#: (``MoE(gate_cls=...)`` calls ``gate_cls(hidden_dim=..., num_experts=..., num_experts_per_token=...)``):
+#: a subclass's own ``__init__`` must not require the placement arguments V3 no longer passes.
+FACTORY_BUILT: dict[str, str] = {"MoEGate": "MoE(gate_cls=...)"}
+
 #: ``max.nn`` names another codemod flags with a more precise rule (no MV300).
 FLAGGED_ELSEWHERE = frozenset(
     {"Allreduce", "Signals", "forward_sharded_layers", "forward_sequential_layers", "ShardingStrategy"}
