@@ -28,6 +28,7 @@ import libcst as cst
 from codemods.base import Codemod
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
+from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _ADAPTERS = "weight_adapters"
 
@@ -77,6 +78,9 @@ class Dependencies(Codemod):
             )
             return updated
         missing = self._missing_names(new, updated)
+        renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
+        if renamed is not None:
+            updated, missing = renamed, []
         if missing:
             names = ", ".join(missing)
             lacks = (
@@ -84,9 +88,11 @@ class Dependencies(Codemod):
                 if new in ctx.v3_exports
                 else f"{target} (already there) has no module {'.'.join(parts[1:])} and so no {names}"
             )
+            counterparts = [f"{n} → {SIBLING_RENAMES[k]}" for n in missing if (k := f"{'.'.join(parts)}.{n}") in SIBLING_RENAMES]
             self.todo(
                 "MV301",
-                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead",
+                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead"
+                + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else ""),
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
@@ -96,6 +102,33 @@ class Dependencies(Codemod):
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._module = node
+
+    def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
+        """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
+
+        Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
+        module's subclasses of it only set class attributes (a V2 graph hook would go unused).
+        """
+        exports = self.state.context.v3_exports.get(module, frozenset())
+        new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
+        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
+            return None
+        aliases = []
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+            v3 = new.get(name)
+            if v3 is None:
+                aliases.append(alias)
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            if not _only_attributes(self._module, local):
+                return None
+            aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
+            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
+        return node.with_changes(names=aliases)
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -174,6 +207,44 @@ class Dependencies(Codemod):
         if "*" in exports:
             return []
         return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
+
+
+def _only_attributes(module: cst.Module, base: str) -> bool:
+    """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
+    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks."""
+    found = False
+    for cls in module.body:
+        if not isinstance(cls, cst.ClassDef) or not any(
+            isinstance(b.value, cst.Name) and b.value.value == base for b in cls.bases
+        ):
+            continue
+        found = True
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                if stmt.name.value != "__init__" or not _only_super_init(stmt):
+                    return False
+            elif not isinstance(stmt, cst.SimpleStatementLine) or not all(
+                isinstance(s, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Pass)) for s in stmt.body
+            ):
+                return False
+    return found
+
+
+def _only_super_init(init: cst.FunctionDef) -> bool:
+    stmts = init.body.body if isinstance(init.body, cst.IndentedBlock) else ()
+    for stmt in stmts:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not isinstance(small, cst.Expr):
+            return False
+        if isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue
+        call = small.value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__"
+                and isinstance(call.func.value, cst.Call) and isinstance(call.func.value.func, cst.Name)
+                and call.func.value.func.value == "super"):
+            return False
+    return True
 
 
 _Fact = TypeVar("_Fact")

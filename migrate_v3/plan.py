@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemods.resolve import statement_blocks
+from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 V3_SUFFIX = "_modulev3"
 #: the exports of a module whose names can't be known statically
@@ -293,6 +294,8 @@ def _text_facts(
                 variant = v3_packages.get(dep, "")
                 defined = exports.get(f"{variant}.model", frozenset())
                 wanted = {n.split()[0] for n in imported.split(",") if n.strip()}
+                # a V2 name that Dependencies imports as the variant's own (LlamaModelBase → Llama3Model)
+                wanted |= {SIBLING_RENAMES[k] for n in wanted if (k := f"{dep}.model.{n}") in SIBLING_RENAMES}
                 if "*" in defined or wanted & defined:
                     models.add(variant)
     return frozenset(names), frozenset(models)
