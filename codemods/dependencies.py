@@ -105,6 +105,48 @@ class Dependencies(Codemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._module = node
+        #: local names of sibling classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
+        self._kv_from_config: set[str] = set()
+        #: per enclosing class: it subclasses one of those
+        self._kv_bases: list[str | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self._kv_from_config:
+            names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)]
+            self._kv_bases.append(next((n for n in names if n in self._kv_from_config), None))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        if self._kv_from_config:
+            self._kv_bases.pop()
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """``Llama3(config)`` / a subclass's ``super().__init__(config)`` → ``..., kv_params=config.kv_params``.
+
+        The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
+        """
+        if not self._kv_from_config:
+            return updated
+        func = original.func
+        if isinstance(func, cst.Name) and func.value in self._kv_from_config:
+            name = func.value
+        elif self._kv_bases and self._kv_bases[-1] and _is_super_init(func):
+            name = self._kv_bases[-1]
+        else:
+            return updated
+        args = updated.args
+        if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
+            return updated
+        config = [a for a in args if a.keyword is None or a.keyword.value == "config"]
+        if len(args) != 1 or len(config) != 1:
+            self.todo("MV301", f"{name}(...) of the V3 port also needs {_KV}: pass {_KV}=<its config>.{_KV}")
+            return updated
+        self.rewrote(original, "MV301", f"{name}(config) → {name}(config, {_KV}=config.{_KV}) (the V3 signature)")
+        value = cst.Attribute(value=config[0].value, attr=cst.Name(_KV))
+        return updated.with_changes(args=[args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                          cst.Arg(value=value, keyword=cst.Name(_KV),
+                                                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                                        whitespace_after=cst.SimpleWhitespace("")))])
 
     def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
         """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
@@ -173,6 +215,11 @@ class Dependencies(Codemod):
             gone = [p.rstrip("=") for p in v2 if p not in ("*", "**") and p.rstrip("=") not in v3_names]
             if "**" in v3:
                 gone = []
+            if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._kv_from_config.add(local)
+                continue
             if new_required or gone:
                 self.todo(
                     "MV301",
@@ -239,12 +286,23 @@ def _only_super_init(init: cst.FunctionDef) -> bool:
             return False
         if isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
             continue
-        call = small.value
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__"
-                and isinstance(call.func.value, cst.Call) and isinstance(call.func.value.func, cst.Name)
-                and call.func.value.func.value == "super"):
+        if not (isinstance(small.value, cst.Call) and _is_super_init(small.value.func)):
             return False
     return True
+
+
+_KV = "kv_params"
+
+
+def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
+    return [] if isinstance(node.names, cst.ImportStar) else [a for a in node.names if isinstance(a.name, cst.Name)]
+
+
+def _is_super_init(func: cst.BaseExpression) -> bool:
+    return (
+        isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+        and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
+    )
 
 
 _Fact = TypeVar("_Fact")
