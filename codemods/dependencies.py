@@ -25,9 +25,11 @@ from typing import TypeVar
 
 import libcst as cst
 
+from codemods.args import as_keyword, bind, relayout
 from codemods.base import Codemod
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
+from migrate_v3.knowledge.layers import PLACEMENT_ARGS
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _ADAPTERS = "weight_adapters"
@@ -107,17 +109,19 @@ class Dependencies(Codemod):
         self._module = node
         #: local names of sibling classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
         self._kv_from_config: set[str] = set()
-        #: per enclosing class: it subclasses one of those
-        self._kv_bases: list[str | None] = []
+        #: local names of sibling classes whose V3 ``__init__`` takes none of these V2 placement parameters
+        #: → (the V2 parameters in order, the ones gone)
+        self._placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+        #: per enclosing class: the one of those it subclasses
+        self._fixed_bases: list[str | None] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if self._kv_from_config:
-            names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)]
-            self._kv_bases.append(next((n for n in names if n in self._kv_from_config), None))
+        fixed = self._kv_from_config | self._placement_gone.keys()
+        names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
+        self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        if self._kv_from_config:
-            self._kv_bases.pop()
+        self._fixed_bases.pop()
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -125,15 +129,17 @@ class Dependencies(Codemod):
 
         The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
         """
-        if not self._kv_from_config:
+        if not self._kv_from_config and not self._placement_gone:
             return updated
         func = original.func
-        if isinstance(func, cst.Name) and func.value in self._kv_from_config:
+        if isinstance(func, cst.Name) and (func.value in self._kv_from_config or func.value in self._placement_gone):
             name = func.value
-        elif self._kv_bases and self._kv_bases[-1] and _is_super_init(func):
-            name = self._kv_bases[-1]
+        elif self._fixed_bases and self._fixed_bases[-1] and _is_super_init(func):
+            name = self._fixed_bases[-1]
         else:
             return updated
+        if name in self._placement_gone:
+            return self._drop_placement(original, updated, name, *self._placement_gone[name])
         args = updated.args
         if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
             return updated
@@ -171,6 +177,25 @@ class Dependencies(Codemod):
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
         return node.with_changes(names=aliases)
+
+    def _drop_placement(
+        self, original: cst.Call, updated: cst.Call, name: str, params: tuple[str, ...], gone: frozenset[str]
+    ) -> cst.Call:
+        """``Vision(config, device=d)`` → ``Vision(config)``: the V3 port takes no placement (``Module.to``)."""
+        bound = bind(updated, params)
+        if bound is None:
+            self.todo("MV301", f"{name}(...) of the V3 port takes no {', '.join(sorted(gone))}: drop them here")
+            return updated
+        if not gone & set(bound.order):
+            return updated
+        first = min(params.index(g) for g in gone)
+        new = [
+            bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
+            for n in bound.order
+            if n not in gone
+        ]
+        self.rewrote(original, "MV301", f"{name}(...): {', '.join(sorted(gone & set(bound.order)))} dropped (the V3 port takes none)")
+        return updated.with_changes(args=relayout(updated.args, new))
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -219,6 +244,11 @@ class Dependencies(Codemod):
                 local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
                               and a.asname and isinstance(a.asname.name, cst.Name)), name)
                 self._kv_from_config.add(local)
+                continue
+            if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
                 continue
             if new_required or gone:
                 self.todo(
