@@ -25,8 +25,9 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.args import as_keyword, bind, relayout
+from codemods.args import as_keyword, bind, new_keyword, relayout
 from codemods.base import Codemod
+from codemods.layers import defines_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 from migrate_v3.knowledge.layers import PLACEMENT_ARGS
@@ -112,16 +113,36 @@ class Dependencies(Codemod):
         #: local names of sibling classes whose V3 ``__init__`` takes none of these V2 placement parameters
         #: → (the V2 parameters in order, the ones gone)
         self._placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+        #: local names of sibling RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
+        self._rope_device: dict[str, tuple[str, ...]] = {}
         #: per enclosing class: the one of those it subclasses
         self._fixed_bases: list[str | None] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        fixed = self._kv_from_config | self._placement_gone.keys()
+        fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys()
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
         self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        self._fixed_bases.pop()
+        base = self._fixed_bases.pop()
+        if base in self._rope_device and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
+            # its callers (in any file) pass the V2 arguments: the device V2 built the tables on is the default
+            self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 device (CPU(), as V2)")
+            for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
+                self.state.import_name(module, name)
+            init = cst.parse_statement(
+                "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
+                "    super().__init__(*args, device=device, **kwargs)\n"
+            )
+            body = list(updated.body.body)
+            at = 1 if body and _is_doc(body[0]) else 0
+            if at:
+                init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            if len(body) > at and isinstance(body[at], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                nxt = body[at]
+                if not nxt.leading_lines:
+                    body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], init, *body[at:]]))
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -129,10 +150,12 @@ class Dependencies(Codemod):
 
         The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
         """
-        if not self._kv_from_config and not self._placement_gone:
+        if not self._kv_from_config and not self._placement_gone and not self._rope_device:
             return updated
         func = original.func
-        if isinstance(func, cst.Name) and (func.value in self._kv_from_config or func.value in self._placement_gone):
+        if isinstance(func, cst.Name) and (
+            func.value in self._kv_from_config or func.value in self._placement_gone or func.value in self._rope_device
+        ):
             name = func.value
         elif self._fixed_bases and self._fixed_bases[-1] and _is_super_init(func):
             name = self._fixed_bases[-1]
@@ -140,6 +163,8 @@ class Dependencies(Codemod):
             return updated
         if name in self._placement_gone:
             return self._drop_placement(original, updated, name, *self._placement_gone[name])
+        if name in self._rope_device:
+            return self._rope_with_device(original, updated, name, self._rope_device[name])
         args = updated.args
         if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
             return updated
@@ -177,6 +202,20 @@ class Dependencies(Codemod):
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
         return node.with_changes(names=aliases)
+
+    def _rope_with_device(self, original: cst.Call, updated: cst.Call, name: str, v3: tuple[str, ...]) -> cst.Call:
+        """``Rope(d, h, t, s, head_dim=k)`` → ``Rope(d, h, t, s, head_dim=k, device=CPU())`` (V2 built it on the CPU)."""
+        args = updated.args
+        if any(a.star or (a.keyword is not None and a.keyword.value == "device") for a in args):
+            return updated
+        if sum(1 for a in args if a.keyword is None) > v3.index("device"):
+            self.todo("MV301", f"{name}(...) of the V3 port takes device after its first {v3.index('device')} arguments: "
+                      "pass the rest by keyword and device=CPU()")
+            return updated
+        self.state.import_name("max.driver", "CPU")
+        self.rewrote(original, "MV301", f"{name}(...): device=CPU() (the V3 port needs one; V2 built the tables on the CPU)")
+        new = [*args, new_keyword("device", "CPU()")]
+        return updated.with_changes(args=relayout(args, new))
 
     def _drop_placement(
         self, original: cst.Call, updated: cst.Call, name: str, params: tuple[str, ...], gone: frozenset[str]
@@ -244,6 +283,11 @@ class Dependencies(Codemod):
                 local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
                               and a.asname and isinstance(a.asname.name, cst.Name)), name)
                 self._kv_from_config.add(local)
+                continue
+            if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._rope_device[local] = tuple(p.rstrip("=") for p in v3)
                 continue
             if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
                 local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
@@ -322,6 +366,11 @@ def _only_super_init(init: cst.FunctionDef) -> bool:
 
 
 _KV = "kv_params"
+
+
+def _is_doc(stmt: cst.BaseStatement) -> bool:
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
