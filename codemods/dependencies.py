@@ -138,8 +138,8 @@ class Dependencies(Codemod):
             at = 1 if body and _is_doc(body[0]) else 0
             if at:
                 init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            if len(body) > at and isinstance(body[at], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                nxt = body[at]
+            nxt = body[at] if len(body) > at else None
+            if isinstance(nxt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 if not nxt.leading_lines:
                     body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
             return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], init, *body[at:]]))

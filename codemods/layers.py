@@ -162,7 +162,7 @@ class LayerConstructors(Codemod):
         """
         node, _ = self.class_nodes[-1]
         body = init.body
-        not_refs = {id(a.attr) for a in nodes_of(body, (cst.Attribute,))}
+        not_refs = {id(a.attr) for a in nodes_of(body, (cst.Attribute,)) if isinstance(a, cst.Attribute)}
         not_refs |= {id(a.keyword) for a in nodes_of(body, (cst.Arg,)) if isinstance(a, cst.Arg) and a.keyword}
         used = {n.value for n in nodes_of(body, (cst.Name,)) if isinstance(n, cst.Name) and id(n) not in not_refs}
         params = init.params.params

@@ -649,7 +649,11 @@ class Sharding(Codemod):
             return updated
         # V3 layers have no strategy: the unsharded branch is the one that runs
         self.rewrote(original, "MV390", "a branch on a layer's sharding_strategy: V3 keeps its unsharded branch")
-        stmts = list(kept.body) if isinstance(kept, cst.IndentedBlock) else [cst.SimpleStatementLine(kept.body)]
+        if isinstance(kept, cst.IndentedBlock):
+            stmts: list[cst.BaseStatement] = list(kept.body)
+        else:
+            assert isinstance(kept, cst.SimpleStatementSuite)
+            stmts = [cst.SimpleStatementLine(kept.body)]
         first = stmts[0]
         if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             stmts[0] = first.with_changes(leading_lines=[*_without_todos(updated.leading_lines), *first.leading_lines])
