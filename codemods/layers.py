@@ -35,6 +35,7 @@ from codemods.base import Codemod, FileState, nodes_of
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     FACTORY_BUILT,
+    FACTORY_BUILT_BY_V2,
     FUNCTIONS,
     LAYERS,
     NO_V3_CLASS,
@@ -249,7 +250,7 @@ class LayerConstructors(Codemod):
             self.state.needed_imports.discard((spec.v3_module, RMSNORM_HELPER_NAME, None))
         else:
             new = self._rebuild(original, updated, bound, spec, spec.v3_name)
-        if symbol in FACTORY_BUILT:
+        if symbol in FACTORY_BUILT and not any(v2 in self.state.source for v2 in FACTORY_BUILT_BY_V2.get(symbol, ())):
             self.placement_params[-1].update(
                 arg.value.value
                 for name, arg in bound.args.items()
