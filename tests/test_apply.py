@@ -348,3 +348,6 @@ def test_plan_counts_a_renamed_base_as_building_the_variants_model(tmp_path: Pat
     (user / "__init__.py").write_text("")
     (user / "model.py").write_text("from ..llama3.model import LlamaModelBase\n\n\nclass M(LlamaModelBase):\n    x = 1\n")
     assert plan([user]).variant_models["user"] == frozenset({"llama3_modulev3"})
+    # a subclass that overrides a V2 graph hook keeps V2 LlamaModelBase (Dependencies): not the variant's model
+    (user / "model.py").write_text("from ..llama3.model import LlamaModelBase\n\n\nclass M(LlamaModelBase):\n    def graph_specs(self): ...\n")
+    assert plan([user]).variant_models["user"] == frozenset()
