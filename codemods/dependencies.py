@@ -25,9 +25,13 @@ from typing import TypeVar
 
 import libcst as cst
 
+from codemods.args import as_keyword, bind, new_keyword, relayout
 from codemods.base import Codemod
+from codemods.layers import defines_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
+from migrate_v3.knowledge.layers import PLACEMENT_ARGS
+from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _ADAPTERS = "weight_adapters"
 
@@ -77,6 +81,9 @@ class Dependencies(Codemod):
             )
             return updated
         missing = self._missing_names(new, updated)
+        renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
+        if renamed is not None:
+            updated, missing = renamed, []
         if missing:
             names = ", ".join(missing)
             lacks = (
@@ -84,9 +91,11 @@ class Dependencies(Codemod):
                 if new in ctx.v3_exports
                 else f"{target} (already there) has no module {'.'.join(parts[1:])} and so no {names}"
             )
+            counterparts = [f"{n} → {SIBLING_RENAMES[k]}" for n in missing if (k := f"{'.'.join(parts)}.{n}") in SIBLING_RENAMES]
             self.todo(
                 "MV301",
-                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead",
+                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead"
+                + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else ""),
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
@@ -96,6 +105,136 @@ class Dependencies(Codemod):
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._module = node
+        #: local names of sibling classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
+        self._kv_from_config: set[str] = set()
+        #: local names of sibling classes whose V3 ``__init__`` takes none of these V2 placement parameters
+        #: → (the V2 parameters in order, the ones gone)
+        self._placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+        #: local names of sibling RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
+        self._rope_device: dict[str, tuple[str, ...]] = {}
+        #: per enclosing class: the one of those it subclasses
+        self._fixed_bases: list[str | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys()
+        names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
+        self._fixed_bases.append(next((n for n in names if n in fixed), None))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        base = self._fixed_bases.pop()
+        if base in self._rope_device and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
+            # its callers (in any file) pass the V2 arguments: the device V2 built the tables on is the default
+            self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 device (CPU(), as V2)")
+            for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
+                self.state.import_name(module, name)
+            init = cst.parse_statement(
+                "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
+                "    super().__init__(*args, device=device, **kwargs)\n"
+            )
+            body = list(updated.body.body)
+            at = 1 if body and _is_doc(body[0]) else 0
+            if at:
+                init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            nxt = body[at] if len(body) > at else None
+            if isinstance(nxt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                if not nxt.leading_lines:
+                    body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], init, *body[at:]]))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """``Llama3(config)`` / a subclass's ``super().__init__(config)`` → ``..., kv_params=config.kv_params``.
+
+        The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
+        """
+        if not self._kv_from_config and not self._placement_gone and not self._rope_device:
+            return updated
+        func = original.func
+        if isinstance(func, cst.Name) and (
+            func.value in self._kv_from_config or func.value in self._placement_gone or func.value in self._rope_device
+        ):
+            name = func.value
+        elif self._fixed_bases and self._fixed_bases[-1] and _is_super_init(func):
+            name = self._fixed_bases[-1]
+        else:
+            return updated
+        if name in self._placement_gone:
+            return self._drop_placement(original, updated, name, *self._placement_gone[name])
+        if name in self._rope_device:
+            return self._rope_with_device(original, updated, name, self._rope_device[name])
+        args = updated.args
+        if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
+            return updated
+        config = [a for a in args if a.keyword is None or a.keyword.value == "config"]
+        if len(args) != 1 or len(config) != 1:
+            self.todo("MV301", f"{name}(...) of the V3 port also needs {_KV}: pass {_KV}=<its config>.{_KV}")
+            return updated
+        self.rewrote(original, "MV301", f"{name}(config) → {name}(config, {_KV}=config.{_KV}) (the V3 signature)")
+        value = cst.Attribute(value=config[0].value, attr=cst.Name(_KV))
+        return updated.with_changes(args=[args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                          cst.Arg(value=value, keyword=cst.Name(_KV),
+                                                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                                        whitespace_after=cst.SimpleWhitespace("")))])
+
+    def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
+        """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
+
+        Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
+        module's subclasses of it only set class attributes (a V2 graph hook would go unused).
+        """
+        exports = self.state.context.v3_exports.get(module, frozenset())
+        new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
+        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
+            return None
+        aliases = []
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+            v3 = new.get(name)
+            if v3 is None:
+                aliases.append(alias)
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            if not _only_attributes(self._module, local):
+                return None
+            aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
+            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
+        return node.with_changes(names=aliases)
+
+    def _rope_with_device(self, original: cst.Call, updated: cst.Call, name: str, v3: tuple[str, ...]) -> cst.Call:
+        """``Rope(d, h, t, s, head_dim=k)`` → ``Rope(d, h, t, s, head_dim=k, device=CPU())`` (V2 built it on the CPU)."""
+        args = updated.args
+        if any(a.star or (a.keyword is not None and a.keyword.value == "device") for a in args):
+            return updated
+        if sum(1 for a in args if a.keyword is None) > v3.index("device"):
+            self.todo("MV301", f"{name}(...) of the V3 port takes device after its first {v3.index('device')} arguments: "
+                      "pass the rest by keyword and device=CPU()")
+            return updated
+        self.state.import_name("max.driver", "CPU")
+        self.rewrote(original, "MV301", f"{name}(...): device=CPU() (the V3 port needs one; V2 built the tables on the CPU)")
+        new = [*args, new_keyword("device", "CPU()")]
+        return updated.with_changes(args=relayout(args, new))
+
+    def _drop_placement(
+        self, original: cst.Call, updated: cst.Call, name: str, params: tuple[str, ...], gone: frozenset[str]
+    ) -> cst.Call:
+        """``Vision(config, device=d)`` → ``Vision(config)``: the V3 port takes no placement (``Module.to``)."""
+        bound = bind(updated, params)
+        if bound is None:
+            self.todo("MV301", f"{name}(...) of the V3 port takes no {', '.join(sorted(gone))}: drop them here")
+            return updated
+        if not gone & set(bound.order):
+            return updated
+        first = min(params.index(g) for g in gone)
+        new = [
+            bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
+            for n in bound.order
+            if n not in gone
+        ]
+        self.rewrote(original, "MV301", f"{name}(...): {', '.join(sorted(gone & set(bound.order)))} dropped (the V3 port takes none)")
+        return updated.with_changes(args=relayout(updated.args, new))
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -140,6 +279,21 @@ class Dependencies(Codemod):
             gone = [p.rstrip("=") for p in v2 if p not in ("*", "**") and p.rstrip("=") not in v3_names]
             if "**" in v3:
                 gone = []
+            if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._kv_from_config.add(local)
+                continue
+            if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._rope_device[local] = tuple(p.rstrip("=") for p in v3)
+                continue
+            if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                self._placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
+                continue
             if new_required or gone:
                 self.todo(
                     "MV301",
@@ -174,6 +328,60 @@ class Dependencies(Codemod):
         if "*" in exports:
             return []
         return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
+
+
+def _only_attributes(module: cst.Module, base: str) -> bool:
+    """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
+    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks."""
+    found = False
+    for cls in module.body:
+        if not isinstance(cls, cst.ClassDef) or not any(
+            isinstance(b.value, cst.Name) and b.value.value == base for b in cls.bases
+        ):
+            continue
+        found = True
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                if stmt.name.value != "__init__" or not _only_super_init(stmt):
+                    return False
+            elif not isinstance(stmt, cst.SimpleStatementLine) or not all(
+                isinstance(s, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Pass)) for s in stmt.body
+            ):
+                return False
+    return found
+
+
+def _only_super_init(init: cst.FunctionDef) -> bool:
+    stmts = init.body.body if isinstance(init.body, cst.IndentedBlock) else ()
+    for stmt in stmts:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not isinstance(small, cst.Expr):
+            return False
+        if isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue
+        if not (isinstance(small.value, cst.Call) and _is_super_init(small.value.func)):
+            return False
+    return True
+
+
+_KV = "kv_params"
+
+
+def _is_doc(stmt: cst.BaseStatement) -> bool:
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
+    return [] if isinstance(node.names, cst.ImportStar) else [a for a in node.names if isinstance(a.name, cst.Name)]
+
+
+def _is_super_init(func: cst.BaseExpression) -> bool:
+    return (
+        isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+        and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
+    )
 
 
 _Fact = TypeVar("_Fact")

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
-from codemods.base import Codemod, FileState
+from codemods.base import Codemod, FileState, nodes_of
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     CALL_DROPS,
+    FACTORY_BUILT,
+    FACTORY_BUILT_BY_V2,
     FUNCTIONS,
     LAYERS,
     NO_V3_CLASS,
@@ -134,6 +136,10 @@ class LayerConstructors(Codemod):
         self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
         self.base_variant: list[str | None] = []
+        #: per enclosing class: ``__init__`` parameters its super().__init__ passed only as dropped placement args
+        self.placement_params: list[set[str]] = []
+        #: class of this file → (its ``__init__`` parameters before, the ones removed): its calls drop them too
+        self.removed_params: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
         #: id of a call passed straight to the constructor of a V2 class that ``Ports``
         #: replaces with its port → that port's name
         self.port_args: dict[int, str] = {}
@@ -149,7 +155,41 @@ class LayerConstructors(Codemod):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.factories.pop()
         self.scopes.pop()
+        if updated.name.value == "__init__" and self.scopes and self.scopes[-1][0] == "class" and self.placement_params[-1]:
+            updated = self._drop_placement_params(original, updated)
         return updated
+
+    def _drop_placement_params(self, original: cst.FunctionDef, init: cst.FunctionDef) -> cst.FunctionDef:
+        """Parameters that fed only dropped placement arguments go, so V3's factory call binds.
+
+        Only for subclasses of ``FACTORY_BUILT`` layers: V3 builds them itself, with V3 keywords.
+        """
+        node, _ = self.class_nodes[-1]
+        body = init.body
+        not_refs = {id(a.attr) for a in nodes_of(body, (cst.Attribute,)) if isinstance(a, cst.Attribute)}
+        not_refs |= {id(a.keyword) for a in nodes_of(body, (cst.Arg,)) if isinstance(a, cst.Arg) and a.keyword}
+        used = {n.value for n in nodes_of(body, (cst.Name,)) if isinstance(n, cst.Name) and id(n) not in not_refs}
+        params = init.params.params
+        gone = frozenset(p.name.value for p in params if p.name.value in self.placement_params[-1] - used)
+        kept_used = sorted(p.name.value for p in params if p.name.value in self.placement_params[-1] & used and p.default is None)
+        if kept_used:
+            self.todo(
+                "MV344",
+                f"{node.name.value}.__init__ still requires {', '.join(kept_used)} (its body uses them), which "
+                f"V3's {FACTORY_BUILT[self.scopes[-1][1]]} does not pass: give them a default or bind them in the factory",
+            )
+        if not gone:
+            return init
+        kept = [p for p in params if p.name.value not in gone]
+        if params and kept and params[-1] is not kept[-1]:
+            kept[-1] = kept[-1].with_changes(comma=params[-1].comma)
+        names = tuple(p.name.value for p in params[1:])
+        self.removed_params[node.name.value] = (names, gone)
+        self.rewrote(
+            original, "MV344", f"class {node.name.value}: __init__ no longer takes {', '.join(sorted(gone))} "
+            f"(V3 builds it through {FACTORY_BUILT[self.scopes[-1][1]]} without them)",
+        )
+        return init.with_changes(params=init.params.with_changes(params=kept))
 
     # --- subclasses of V2 layers ------------------------------------------------
 
@@ -161,11 +201,13 @@ class LayerConstructors(Codemod):
         self.scopes.append(("class", symbol))
         self.class_nodes.append((node, layer_bases.get(symbol)))
         self.base_variant.append(None)
+        self.placement_params.append(set())
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         _, symbol = self.scopes.pop()
         _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()
+        self.placement_params.pop()
         if symbol and layer_base is not None and not defines_init(original):
             self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
         if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
@@ -211,6 +253,12 @@ class LayerConstructors(Codemod):
             self.state.needed_imports.discard((spec.v3_module, RMSNORM_HELPER_NAME, None))
         else:
             new = self._rebuild(original, updated, bound, spec, spec.v3_name)
+        if symbol in FACTORY_BUILT and not any(v2 in self.state.source for v2 in FACTORY_BUILT_BY_V2.get(symbol, ())):
+            self.placement_params[-1].update(
+                arg.value.value
+                for name, arg in bound.args.items()
+                if (name in spec.drop or name in PLACEMENT_ARGS) and isinstance(arg.value, cst.Name)
+            )
         return new.with_changes(func=updated.func)
 
     # --- the loop a layer is built in (V2 passed ``layer_idx`` at call time) ---
@@ -331,6 +379,8 @@ class LayerConstructors(Codemod):
         if qualified in _PARTIAL:
             return self._partial(original, updated)
         symbol = v2_symbol(qualified)
+        if isinstance(original.func, cst.Name) and original.func.value in self.removed_params:
+            return self._drop_removed_args(original, updated, *self.removed_params[original.func.value])
         if symbol is None:
             layer = self._layer_of_super_init(original)
             if layer is not None:
@@ -338,6 +388,20 @@ class LayerConstructors(Codemod):
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)
+
+    def _drop_removed_args(self, original: cst.Call, updated: cst.Call, params: tuple[str, ...], gone: frozenset[str]) -> cst.Call:
+        """A call of a class of this file whose ``__init__`` lost placement parameters: drop them here too."""
+        bound = bind(updated, params)
+        if bound is None or not gone & set(bound.order):
+            return updated
+        first = min(params.index(g) for g in gone)
+        new = [
+            bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
+            for n in bound.order
+            if n not in gone
+        ]
+        self.rewrote(original, "MV344", f"{source(updated.func)}(...): {', '.join(sorted(gone & set(bound.order)))} dropped with its parameters")
+        return updated.with_changes(args=relayout(updated.args, new))
 
     def _partial(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """``partial(V2Layer, ...)``: map the partial's arguments as a call of the layer."""

@@ -27,6 +27,8 @@ counts under tensor parallelism. What has no V3 form stays a precise TODO.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of
@@ -615,11 +617,13 @@ class Sharding(Codemod):
         self._classes.pop()
         return updated
 
-    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement | cst.RemovalSentinel:
+    def leave_If(
+        self, original: cst.If, updated: cst.If
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         """An ``if``/``else`` whose branches only chose a strategy or a clone list is gone with them."""
         orelse = updated.orelse
         if not _emptied(original.body, updated.body) and not isinstance(orelse, cst.Else):
-            return updated
+            return self._unsharded_branch(original, updated, None) if orelse is None else updated
         else_empty = isinstance(orelse, cst.Else) and isinstance(original.orelse, cst.Else) and _emptied(
             original.orelse.body, orelse.body
         )
@@ -628,7 +632,54 @@ class Sharding(Codemod):
             return cst.RemovalSentinel.REMOVE
         if else_empty:
             return updated.with_changes(orelse=None)
+        if _emptied(original.body, updated.body) and isinstance(orelse, cst.Else):
+            return self._unsharded_branch(original, updated, orelse.body)
         return updated
+
+    def _unsharded_branch(
+        self, original: cst.If, updated: cst.If, orelse: cst.BaseSuite | None
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        """``if x.sharding_strategy is not None: <gone> else: B`` → ``B``; ``if x.sharding_strategy is None: B`` → ``B``."""
+        tests = _tests_strategy(original.test)
+        if tests == "set" and orelse is not None:
+            kept: cst.BaseSuite = orelse
+        elif tests == "unset" and orelse is None:
+            kept = updated.body
+        else:
+            return updated
+        # V3 layers have no strategy: the unsharded branch is the one that runs
+        self.rewrote(original, "MV390", "a branch on a layer's sharding_strategy: V3 keeps its unsharded branch")
+        if isinstance(kept, cst.IndentedBlock):
+            stmts: list[cst.BaseStatement] = list(kept.body)
+        else:
+            assert isinstance(kept, cst.SimpleStatementSuite)
+            stmts = [cst.SimpleStatementLine(kept.body)]
+        first = stmts[0]
+        if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            stmts[0] = first.with_changes(leading_lines=[*_without_todos(updated.leading_lines), *first.leading_lines])
+        return cst.FlattenSentinel(stmts)
+
+
+def _tests_strategy(test: cst.BaseExpression) -> str | None:
+    """"set" for ``x.sharding_strategy is not None`` (or bare), "unset" for ``... is None``; no calls."""
+    kind = "set"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+            return None
+        if isinstance(target.operator, cst.Is):
+            kind = "unset"
+        elif not isinstance(target.operator, cst.IsNot):
+            return None
+        test = test.left
+    if isinstance(test, cst.Attribute) and test.attr.value == "sharding_strategy" and not _calls(test):
+        return kind
+    return None
+
+
+def _without_todos(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """Comment lines but this tool's TODOs (the statement they were about is gone)."""
+    return [line for line in lines if not (line.comment and line.comment.value.startswith(TODO_PREFIX.rstrip()))]
 
 
 def _pass_only(body: cst.BaseSuite) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemods.resolve import statement_blocks
+from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 V3_SUFFIX = "_modulev3"
 #: the exports of a module whose names can't be known statically
@@ -295,9 +296,48 @@ def _text_facts(
                 variant = v3_packages.get(dep, "")
                 defined = exports.get(f"{variant}.model", frozenset())
                 wanted = {n.split()[0] for n in imported.split(",") if n.strip()}
+                # a V2 name that Dependencies imports as the variant's own (LlamaModelBase → Llama3Model),
+                # when this file's subclasses of it only set attributes (as Dependencies requires)
+                renamed = {n for n in wanted if f"{dep}.model.{n}" in SIBLING_RENAMES}
+                if renamed and _only_attribute_subclasses(text, renamed):
+                    wanted |= {SIBLING_RENAMES[f"{dep}.model.{n}"] for n in renamed}
                 if "*" in defined or wanted & defined:
                     models.add(variant)
     return frozenset(names), frozenset(models)
+
+
+def _only_attribute_subclasses(text: str, bases: set[str]) -> bool:
+    """``text`` has a class of one of ``bases``, and every such class only sets attributes
+    (an ``__init__`` that only calls ``super().__init__`` too): codemods.dependencies' test, on ``ast``."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    found = False
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or not any(isinstance(b, ast.Name) and b.id in bases for b in cls.bases):
+            continue
+        found = True
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef):
+                if stmt.name != "__init__" or not all(_docstring_or_super_init(s) for s in stmt.body):
+                    return False
+            elif not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Pass)):
+                return False
+    return found
+
+
+def _docstring_or_super_init(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.Expr):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return True
+    return (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__init__"
+        and isinstance(value.func.value, ast.Call) and isinstance(value.func.value.func, ast.Name)
+        and value.func.value.func.id == "super"
+    )
 
 
 def top_level_names(tree: ast.Module) -> set[str] | None:

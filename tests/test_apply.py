@@ -332,3 +332,22 @@ def test_weight_adapters_follow_the_module_tree_the_package_builds(tmp_path: Pat
     assert "kept base's V2 weight adapters" in own_arch
     reuse_arch = (tmp_path / "reuse_modulev3" / "arch.py").read_text()
     assert "from ..base_modulev3 import weight_adapters" in reuse_arch, reuse_arch
+
+
+def test_plan_counts_a_renamed_base_as_building_the_variants_model(tmp_path: Path) -> None:
+    """``from ..llama3.model import LlamaModelBase`` is imported as ``llama3_modulev3``'s ``Llama3Model``
+    (``SIBLING_RENAMES``), so the package builds that variant's module tree (and wants its adapters)."""
+    from migrate_v3.plan import plan
+
+    for name, text in (("llama3", "class LlamaModelBase: pass\n"), ("llama3_modulev3", "class Llama3Model: pass\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "model.py").write_text(text)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text("from ..llama3.model import LlamaModelBase\n\n\nclass M(LlamaModelBase):\n    x = 1\n")
+    assert plan([user]).variant_models["user"] == frozenset({"llama3_modulev3"})
+    # a subclass that overrides a V2 graph hook keeps V2 LlamaModelBase (Dependencies): not the variant's model
+    (user / "model.py").write_text("from ..llama3.model import LlamaModelBase\n\n\nclass M(LlamaModelBase):\n    def graph_specs(self): ...\n")
+    assert plan([user]).variant_models["user"] == frozenset()

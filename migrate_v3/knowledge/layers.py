@@ -478,6 +478,14 @@ NO_V3_CLASS: dict[str, str] = {
     "FusedMLP": "port it locally",
 }
 
+#: V2 layers whose V3 container builds them through a factory with V3 keywords only
+#: (``MoE(gate_cls=...)`` calls ``gate_cls(hidden_dim=..., num_experts=..., num_experts_per_token=...)``):
+#: a subclass's own ``__init__`` must not require the placement arguments V3 no longer passes.
+FACTORY_BUILT: dict[str, str] = {"MoEGate": "MoE(gate_cls=...)"}
+#: V2 containers with no V3 class that still build such a subclass the V2 way (with placement
+#: arguments): a file that names one keeps the subclass's V2 parameters.
+FACTORY_BUILT_BY_V2: dict[str, tuple[str, ...]] = {"MoEGate": ("StackedMoE",)}
+
 #: ``max.nn`` names another codemod flags with a more precise rule (no MV300).
 FLAGGED_ELSEWHERE = frozenset(
     {"Allreduce", "Signals", "forward_sharded_layers", "forward_sequential_layers", "ShardingStrategy"}

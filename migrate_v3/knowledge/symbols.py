@@ -401,3 +401,11 @@ def _gone_message(qualified: str, name: str, entry: dict[str, Any]) -> Gone:
     else:
         hint = "removed, no replacement"
     return Gone("MV313", f"{head}: {hint}", None)
+
+
+#: A V2 sibling package's name that its official ModuleV3 port defines under another name,
+#: the same role: ``llama3.model.LlamaModelBase`` (V2's Llama pipeline base that builds
+#: ``Llama3``) is ``llama3_modulev3.model.Llama3Model`` (the V3 base whose
+#: ``_instantiate_module`` builds the V3 ``Llama3``). ``Dependencies`` imports it under
+#: the V2 name, for subclasses that only set class attributes (no V2 graph hooks).
+SIBLING_RENAMES: dict[str, str] = {"llama3.model.LlamaModelBase": "Llama3Model"}

@@ -21,6 +21,7 @@ PORTS: dict[str, str] = {
     "DistributedTransformerBlock": "distributed_transformer_block",
     "TensorParallelAttentionWithRope": "tensor_parallel_attention",
     "DistributedLogitsPostprocessMixin": "distributed_logits",
+    "SigmoidTopKRouter": "sigmoid_router",
 }
 
 
