@@ -70,6 +70,18 @@ def new_keyword(keyword: str, value_src: str) -> cst.Arg:
     )
 
 
+def without(call: cst.Call, bound: Bound, params: Sequence[str], gone: frozenset[str]) -> list[cst.Arg]:
+    """``call``'s arguments less those bound to ``gone``; one that followed a dropped positional
+    argument becomes a keyword (its position moved), in the call's comma layout."""
+    first = min(params.index(g) for g in gone)
+    new = [
+        bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
+        for n in bound.order
+        if n not in gone
+    ]
+    return relayout(call.args, new)
+
+
 def relayout(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
     """Give ``new`` the comma layout of ``original`` (same separators, same trailing comma)."""
     if not new:

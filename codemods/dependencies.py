@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.args import as_keyword, bind, new_keyword, relayout
+from codemods.args import bind, new_keyword, relayout, without
 from codemods.base import Codemod
 from codemods.layers import defines_init
 from codemods.registration import v3_arch_variable
@@ -227,14 +227,8 @@ class Dependencies(Codemod):
             return updated
         if not gone & set(bound.order):
             return updated
-        first = min(params.index(g) for g in gone)
-        new = [
-            bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
-            for n in bound.order
-            if n not in gone
-        ]
         self.rewrote(original, "MV301", f"{name}(...): {', '.join(sorted(gone & set(bound.order)))} dropped (the V3 port takes none)")
-        return updated.with_changes(args=relayout(updated.args, new))
+        return updated.with_changes(args=without(updated, bound, params, gone))
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
+from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source, without
 from codemods.base import Codemod, FileState, nodes_of
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
@@ -394,14 +394,8 @@ class LayerConstructors(Codemod):
         bound = bind(updated, params)
         if bound is None or not gone & set(bound.order):
             return updated
-        first = min(params.index(g) for g in gone)
-        new = [
-            bound.args[n] if bound.args[n].keyword is not None or params.index(n) < first else as_keyword(bound.args[n], n)
-            for n in bound.order
-            if n not in gone
-        ]
         self.rewrote(original, "MV344", f"{source(updated.func)}(...): {', '.join(sorted(gone & set(bound.order)))} dropped with its parameters")
-        return updated.with_changes(args=relayout(updated.args, new))
+        return updated.with_changes(args=without(updated, bound, params, gone))
 
     def _partial(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """``partial(V2Layer, ...)``: map the partial's arguments as a call of the layer."""
