@@ -550,6 +550,16 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
         kwargs[k] is not v for k, v in v2.kwargs.items()
     )
     how = "the V3 pipeline's config" if swapped else "the V2 arguments as they are"
+    kv = built3.kv_params if built3.kv_params is not None else built2.kv_params
+    if kv is not None and "kv_params" not in kwargs:
+        # a V3 root that also takes the KV-cache parameters (V2 gave them to the pipeline only)
+        try:
+            names = list(inspect.signature(v3_cls).parameters)
+        except (TypeError, ValueError):
+            names = []
+        if "kv_params" in names and names.index("kv_params") >= len(args):
+            kwargs["kv_params"] = kv
+            how += ", and the pipeline's kv_params"
     try:
         with _scope("v3", [], dtype):
             module = v3_cls(*args, **kwargs)
