@@ -255,8 +255,28 @@ def _statement_lines(path: Path, line: int) -> tuple[list[str], int]:
     return lines, best[1] if best else first
 
 
-def flagged(where: str, findings: dict[str, set[int]]) -> str:
-    """What names the failing statement: a TODO marker on it or above it, a check finding, or ''."""
+_NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+
+
+def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package: Path | None = None) -> str:
+    """What names the failing statement: a TODO marker on it or above it, a check finding, or ''.
+
+    A missing attribute may be named where it went missing instead: a TODO anywhere in the
+    package saying that something "has no" that attribute (``MV301``'s note at the import of a
+    class whose V3 variant lacks it) names the cause too."""
+    site = _flagged_site(where, findings)
+    if site or package is None or not package.is_dir():
+        return site
+    missing = _NO_ATTRIBUTE.search(detail)
+    if missing is not None:
+        said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bhas no\b[^\n]*\b{re.escape(missing.group(1))}\b")
+        for py in package.rglob("*.py"):
+            if said.search(py.read_text(errors="replace")):
+                return "TODO"
+    return ""
+
+
+def _flagged_site(where: str, findings: dict[str, set[int]]) -> str:
     if not where or ":" not in where:
         return ""
     path_s, _, line_s = where.rpartition(":")
@@ -443,7 +463,7 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
             fail = first_failure(row["steps"])
             row["first_failure"] = fail
             if fail is not None:
-                row["matched"] = flagged(fail["where"], findings)
+                row["matched"] = flagged(fail["where"], findings, fail.get("detail", ""), tree / (names.get(pkg) or pkg))
                 row["class"] = classify(fail, tree / (names.get(pkg) or pkg), row["matched"])
                 row["failure_at"] = _short(fail["where"], tree) if fail["where"] else ""
         if args.mypy:

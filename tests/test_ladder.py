@@ -60,6 +60,21 @@ def test_a_failure_is_flagged_by_a_todo_on_its_statement_or_a_check_finding(tmp_
     assert ladder.flagged("", {}) == ""
 
 
+def test_a_missing_attribute_is_flagged_by_a_todo_that_says_it_went_missing(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "config.py").write_text(
+        "# TODO(migrate-v3): MV301 llama3_modulev3's Llama3Config has no norm_dtype, quant_config (V2 ...)\n"
+        "from x import Llama3Config\n"
+    )
+    (pkg / "model.py").write_text("a = 1\nq = config.quant_config\n")
+    where = f"{pkg / 'model.py'}:2"
+    detail = "construct M: AttributeError: 'Cfg' object has no attribute 'quant_config'"
+    assert ladder.flagged(where, {}, detail, pkg) == "TODO"
+    assert ladder.flagged(where, {}, detail.replace("quant_config", "rope_theta"), pkg) == ""
+    assert ladder.flagged(where, {}, detail) == ""  # (no package given: the site only)
+
+
 def test_baseline_comparison_fails_a_regression_and_names_an_improvement(capsys: pytest.CaptureFixture[str]) -> None:
     rows = [{"arch": "a", "rung": "L1"}, {"arch": "b", "rung": "L4"}, {"arch": "c", "rung": "L2"}]
     assert ladder.compare_baseline(rows, {"a": "L1", "b": "L3", "c": "L2"}) == 0
