@@ -431,6 +431,17 @@ def nodes_of(
     return found
 
 
+_HOOK_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _hook_names(cls: type) -> tuple[str, ...]:
+    """``visit_*``/``leave_*`` attributes of a codemod class, in ``dir`` order (once per class)."""
+    names = _HOOK_NAMES.get(cls)
+    if names is None:
+        names = _HOOK_NAMES[cls] = tuple(a for a in dir(cls) if a.startswith(("visit_", "leave_")))
+    return names
+
+
 class _Collect(cst.CSTVisitor):
     """:func:`nodes_of` without the grammar (a class at module level: one per call is a cycle)."""
 
@@ -462,12 +473,12 @@ class Engine(cst.CSTTransformer):
         self.leaves: dict[str, list[Callable[[Any, Any], Any]]] = {}
         for mod in codemods:
             idle = mod.idle_hooks()
-            for attr in dir(type(mod)):
+            for attr in _hook_names(type(mod)):
                 if attr in idle:
                     continue
                 if attr.startswith("visit_"):
                     self.visits.setdefault(attr[6:], []).append(getattr(mod, attr))
-                elif attr.startswith("leave_"):
+                else:
                     self.leaves.setdefault(attr[6:], []).append(getattr(mod, attr))
         self._entries: dict[type, _Entry | None] = {}
         self._live: frozenset[str] = frozenset()
