@@ -15,7 +15,7 @@ from codemods.base import Codemod
 from codemods.batch_processors import BatchProcessors
 from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
-from codemods.dependencies import Dependencies
+from codemods.dependencies import Dependencies, SiblingCalls
 from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
@@ -55,6 +55,7 @@ ORDER: list[type[Codemod]] = [
     ShardingClasses,  # MV390: a class's sharding_strategy setter / shard() → placements in __init__
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
+    SiblingCalls,  # MV301: calls of sibling classes whose V3 constructor differs
     Registration,  # MV303: arch.py / __init__.py registration names
     Imports,  # MV31x: imports follow what the code now uses
     ImportOrder,  # MV310: drop imports the rewrites left unused; lay out and place the touched ones as isort would

@@ -125,6 +125,10 @@ class FileState:
     text_passes: list[Callable[[str], str]] = field(default_factory=list)
     #: ids of (original) classes subclassing a V2 layer whose ``super().__init__`` was mapped to V3 (or flagged)
     layer_inits: set[int] = field(default_factory=set)
+    #: the whole module being rewritten; None on the import-statement path (see :class:`WholeModuleNeeded`)
+    module: cst.Module | None = None
+    #: facts one codemod leaves for a later one in the same traversal, by the codemod's name
+    shared: dict[str, Any] = field(default_factory=dict)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name) and id(node) in self.non_refs:
@@ -135,6 +139,11 @@ class FileState:
         """Request ``from module import name``; returns the local name to use."""
         self.needed_imports.add((module, name, None))
         return name
+
+
+class WholeModuleNeeded(Exception):
+    """A hook needs the whole module (``FileState.module``) where only import statements were
+    parsed: the file takes the whole-module path instead."""
 
 
 class Codemod:

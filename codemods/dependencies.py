@@ -21,12 +21,13 @@ the variant's ``model`` module defines: ``TransformContext.variant_models``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, without
-from codemods.base import Codemod
+from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
 from codemods.layers import defines_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
@@ -106,17 +107,171 @@ class Dependencies(Codemod):
         dots = [cst.Dot()] * (ctx.package_depth + 2)
         return updated.with_changes(module=cst.parse_expression(new), relative=dots)
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self._module = node
-        #: local names of sibling classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
-        self._kv_from_config: set[str] = set()
-        #: local names of sibling classes whose V3 ``__init__`` takes none of these V2 placement parameters
-        #: → (the V2 parameters in order, the ones gone)
-        self._placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
-        #: local names of sibling RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
-        self._rope_device: dict[str, tuple[str, ...]] = {}
-        #: per enclosing class: the one of those it subclasses
+    def _whole_module(self) -> cst.Module:
+        if self.state.module is None:
+            raise WholeModuleNeeded  # (only the import statements were parsed)
+        return self.state.module
+
+    def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
+        """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
+
+        Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
+        module's subclasses of it only set class attributes (a V2 graph hook would go unused).
+        """
+        exports = self.state.context.v3_exports.get(module, frozenset())
+        new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
+        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
+            return None
+        aliases = []
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+            v3 = new.get(name)
+            if v3 is None:
+                aliases.append(alias)
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            if not _only_attributes(self._whole_module(), local):
+                return None
+            aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
+            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
+        return node.with_changes(names=aliases)
+
+    def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
+        """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
+
+        Such a variant is max's own port (or an earlier migration): its adapters map checkpoint
+        keys onto its module tree (the official ports nest it, ``language_model.``), while
+        migrated code keeps the V2 module tree and so needs the V2 adapters' names.
+        """
+        ctx = self.state.context
+        if rest[:1] != [_ADAPTERS] and not (
+            not rest and not isinstance(node.names, cst.ImportStar)
+            and any(isinstance(a.name, cst.Name) and a.name.value == _ADAPTERS for a in node.names)
+        ):
+            return False
+        if target in ctx.variant_models:
+            return False  # the package builds the variant's own pipeline model, and so its tree
+        return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
+
+    def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
+        ctx = self.state.context
+        if not ctx.attribute_reads:
+            return
+        for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
+            lost = sorted((v2 - v3) & ctx.attribute_reads)
+            if lost:
+                self.todo(
+                    "MV301",
+                    f"{target}'s {name} has no {', '.join(lost)} (V2 {package}'s {name} has, and this package "
+                    f"reads attributes of these names): define them where this package needs them "
+                    f"(a subclass of {name}) or read them from elsewhere",
+                )
+
+    def _changed_constructors(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant's ``__init__`` takes what the V2 class's calls do not pass."""
+        for name, v2, v3 in _class_pairs(self.state.context.class_signatures, package, target, rest, node):
+            if v2 == v3:
+                continue
+            v2_names = {p.rstrip("=") for p in v2}
+            v3_names = {p.rstrip("=") for p in v3}
+            new_required = [p for p in v3 if not p.endswith("=") and p not in ("*", "**") and p not in v2_names]
+            gone = [p.rstrip("=") for p in v2 if p not in ("*", "**") and p.rstrip("=") not in v3_names]
+            if "**" in v3:
+                gone = []
+            if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                changes(self.state).kv_from_config.add(local)
+                continue
+            if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                changes(self.state).rope_device[local] = tuple(p.rstrip("=") for p in v3)
+                continue
+            if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                changes(self.state).placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
+                continue
+            if new_required or gone:
+                self.todo(
+                    "MV301",
+                    f"{target}'s {name}({', '.join(v3)}) is not V2 {package}'s {name}({', '.join(v2)}): "
+                    "update the calls of it here"
+                    + (f" (it needs {', '.join(new_required)})" if new_required else "")
+                    + (f" (it takes no {', '.join(gone)})" if gone else ""),
+                )
+
+    def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
+        """Names ``node`` imports that an existing V3 variant's ``module`` does not define
+        (all of them when the variant has no such module).
+
+        In ``arch.py`` and the package ``__init__.py``, Registration renames
+        ``x_arch`` to ``x_modulev3_arch``: the variant must define that name.
+        """
+        ctx = self.state.context
+        exports = ctx.v3_exports.get(module)
+        if isinstance(node.names, cst.ImportStar):
+            return []
+        renames = ctx.is_arch_module or ctx.is_package_init
+        wanted = [
+            (v3_arch_variable(a.name.value) or a.name.value) if renames else a.name.value
+            for a in node.names
+            if isinstance(a.name, cst.Name)
+        ]
+        if exports is None:
+            package = module.split(".")[0]
+            known = any(m == package or m.startswith(package + ".") for m in ctx.v3_exports)
+            # a module the existing variant lacks (submodules imported by name are modules)
+            return [n for n in wanted if f"{module}.{n}" not in ctx.v3_exports] if known else []
+        if "*" in exports:
+            return []
+        return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
+
+
+@dataclass
+class SiblingChanges:
+    """What ``Dependencies`` learned, at the imports, of sibling classes whose V3 constructor
+    differs (``SiblingCalls`` rewrites their calls), by the classes' local names."""
+
+    #: classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
+    kv_from_config: set[str] = field(default_factory=set)
+    #: classes whose V3 ``__init__`` takes none of these V2 placement parameters → (V2 parameters, the ones gone)
+    placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
+    #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
+    rope_device: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def changes(state: FileState) -> SiblingChanges:
+    """This file's :class:`SiblingChanges` (made on first use)."""
+    found = state.shared.get("SiblingChanges")
+    if found is None:
+        found = state.shared["SiblingChanges"] = SiblingChanges()
+    return found
+
+
+class SiblingCalls(Codemod):
+    """MV301, at the calls: a sibling class whose V3 variant's constructor differs (what
+    ``Dependencies`` found at its import) is called the V3 way. A codemod of its own so that
+    ``Dependencies`` hooks import statements only (a file whose only changes are imports takes
+    the import-statement path, see ``migrate_v3.pipeline``)."""
+
+    PREFIX = "MV301"
+    NEUTRAL_OK = True
+
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        return bool(context.class_signatures) and Dependencies.applies(source)
+
+    def __init__(self, state: FileState) -> None:
+        super().__init__(state)
+        #: per enclosing class: the sibling class with a changed constructor it subclasses
         self._fixed_bases: list[str | None] = []
+        changed = changes(state)
+        self._kv_from_config = changed.kv_from_config
+        self._placement_gone = changed.placement_gone
+        self._rope_device = changed.rope_device
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys()
@@ -179,30 +334,6 @@ class Dependencies(Codemod):
                                                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                         whitespace_after=cst.SimpleWhitespace("")))])
 
-    def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
-        """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
-
-        Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
-        module's subclasses of it only set class attributes (a V2 graph hook would go unused).
-        """
-        exports = self.state.context.v3_exports.get(module, frozenset())
-        new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
-        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
-            return None
-        aliases = []
-        for alias in node.names:
-            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
-            v3 = new.get(name)
-            if v3 is None:
-                aliases.append(alias)
-                continue
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            if not _only_attributes(self._module, local):
-                return None
-            aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
-            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
-        return node.with_changes(names=aliases)
-
     def _rope_with_device(self, original: cst.Call, updated: cst.Call, name: str, v3: tuple[str, ...]) -> cst.Call:
         """``Rope(d, h, t, s, head_dim=k)`` → ``Rope(d, h, t, s, head_dim=k, device=CPU())`` (V2 built it on the CPU)."""
         args = updated.args
@@ -229,99 +360,6 @@ class Dependencies(Codemod):
             return updated
         self.rewrote(original, "MV301", f"{name}(...): {', '.join(sorted(gone & set(bound.order)))} dropped (the V3 port takes none)")
         return updated.with_changes(args=without(updated, bound, params, gone))
-
-    def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
-        """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
-
-        Such a variant is max's own port (or an earlier migration): its adapters map checkpoint
-        keys onto its module tree (the official ports nest it, ``language_model.``), while
-        migrated code keeps the V2 module tree and so needs the V2 adapters' names.
-        """
-        ctx = self.state.context
-        if rest[:1] != [_ADAPTERS] and not (
-            not rest and not isinstance(node.names, cst.ImportStar)
-            and any(isinstance(a.name, cst.Name) and a.name.value == _ADAPTERS for a in node.names)
-        ):
-            return False
-        if target in ctx.variant_models:
-            return False  # the package builds the variant's own pipeline model, and so its tree
-        return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
-
-    def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
-        """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
-        ctx = self.state.context
-        if not ctx.attribute_reads:
-            return
-        for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
-            lost = sorted((v2 - v3) & ctx.attribute_reads)
-            if lost:
-                self.todo(
-                    "MV301",
-                    f"{target}'s {name} has no {', '.join(lost)} (V2 {package}'s {name} has, and this package "
-                    f"reads attributes of these names): define them where this package needs them "
-                    f"(a subclass of {name}) or read them from elsewhere",
-                )
-
-    def _changed_constructors(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
-        """A class whose V3 variant's ``__init__`` takes what the V2 class's calls do not pass."""
-        for name, v2, v3 in _class_pairs(self.state.context.class_signatures, package, target, rest, node):
-            if v2 == v3:
-                continue
-            v2_names = {p.rstrip("=") for p in v2}
-            v3_names = {p.rstrip("=") for p in v3}
-            new_required = [p for p in v3 if not p.endswith("=") and p not in ("*", "**") and p not in v2_names]
-            gone = [p.rstrip("=") for p in v2 if p not in ("*", "**") and p.rstrip("=") not in v3_names]
-            if "**" in v3:
-                gone = []
-            if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
-                self._kv_from_config.add(local)
-                continue
-            if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
-                self._rope_device[local] = tuple(p.rstrip("=") for p in v3)
-                continue
-            if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
-                self._placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
-                continue
-            if new_required or gone:
-                self.todo(
-                    "MV301",
-                    f"{target}'s {name}({', '.join(v3)}) is not V2 {package}'s {name}({', '.join(v2)}): "
-                    "update the calls of it here"
-                    + (f" (it needs {', '.join(new_required)})" if new_required else "")
-                    + (f" (it takes no {', '.join(gone)})" if gone else ""),
-                )
-
-    def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
-        """Names ``node`` imports that an existing V3 variant's ``module`` does not define
-        (all of them when the variant has no such module).
-
-        In ``arch.py`` and the package ``__init__.py``, Registration renames
-        ``x_arch`` to ``x_modulev3_arch``: the variant must define that name.
-        """
-        ctx = self.state.context
-        exports = ctx.v3_exports.get(module)
-        if isinstance(node.names, cst.ImportStar):
-            return []
-        renames = ctx.is_arch_module or ctx.is_package_init
-        wanted = [
-            (v3_arch_variable(a.name.value) or a.name.value) if renames else a.name.value
-            for a in node.names
-            if isinstance(a.name, cst.Name)
-        ]
-        if exports is None:
-            package = module.split(".")[0]
-            known = any(m == package or m.startswith(package + ".") for m in ctx.v3_exports)
-            # a module the existing variant lacks (submodules imported by name are modules)
-            return [n for n in wanted if f"{module}.{n}" not in ctx.v3_exports] if known else []
-        if "*" in exports:
-            return []
-        return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
 
 
 def _only_attributes(module: cst.Module, base: str) -> bool:

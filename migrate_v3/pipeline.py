@@ -29,6 +29,7 @@ from codemods.base import (
     Engine,
     FileState,
     TransformContext,
+    WholeModuleNeeded,
     code_for,
     fast_path_problem,
     make_resolver,
@@ -184,6 +185,7 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
         state.first_statement = id(module.body[0])
         state.header_comments = frozenset(el.comment.value for el in module.header if el.comment)
     state.resolver = make_resolver(module, ctx.precise_names)
+    state.module = module
     engine = Engine([c(state) for c in selected], state)
     reference = reference_engine()
     new_module = module.visit(engine) if reference else engine.run(module)
@@ -229,8 +231,7 @@ def _import_hooks(selected: tuple[type[Codemod], ...]) -> frozenset[str]:
     return _IMPORT_KINDS[selected]
 
 
-class _WholeModule(Exception):
-    """The import-statement path cannot give the whole-module result: take that path."""
+_WholeModule = WholeModuleNeeded  # the import-statement path cannot give the whole-module result
 
 
 class _NoImportTable:

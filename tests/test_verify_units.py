@@ -224,3 +224,27 @@ def test_a_module_whose_constructor_raised_is_not_recorded() -> None:
     assert [(type(c.module).__name__, c.args) for c in captures] == [
         ("Root", (False,)), ("Child", (1,)), ("Child", (1,)),
     ]
+
+
+def test_a_shared_parameter_is_signed_once_by_its_first_path() -> None:
+    """Tied modules list one tensor under two paths; ``Module.compile`` maps the tree with
+    ``shared=True`` and names each weight by its first path (``_weight_utils.name_weights``),
+    so the weights it asks for name it once: so does the ladder's/verify's V3 signature."""
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear, Module
+    from max.experimental.tensor import Tensor
+
+    from migrate_v3.verify.sides import v3_signature
+
+    class Tied(Module[[Tensor], Tensor]):
+        def __init__(self) -> None:
+            self.first = Linear(in_dim=2, out_dim=2, bias=False)
+            self.again = self.first
+
+        def forward(self, x: Tensor) -> Tensor:
+            return self.again(self.first(x))
+
+    with F.lazy():
+        tied = Tied()
+    assert [name for name, _ in tied.parameters] == ["first.weight", "again.weight"]
+    assert list(v3_signature(tied)) == ["first.weight"]

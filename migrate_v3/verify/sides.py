@@ -84,10 +84,15 @@ def v2_signature(module: Any) -> Signature:
 
 
 def v3_signature(module: Any) -> Signature:
-    return {
-        name: (tuple(int(d) for d in t.shape), _name(t.dtype))
-        for name, t in module.parameters
-    }
+    """Each parameter ``compile`` asks the weights for: a tensor shared by two modules (tied
+    embeddings) is named once, by its first path, as ``Module.compile`` names it."""
+    seen: set[int] = set()
+    out: Signature = {}
+    for name, t in module.parameters:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out[name] = (tuple(int(d) for d in t.shape), _name(t.dtype))
+    return out
 
 
 def v3_linear_paths(module: Any) -> set[str]:
