@@ -58,13 +58,7 @@ def flat_forward(trace: cst.FunctionDef, tensor: str) -> cst.FunctionDef | str:
     if len(stmts) != 2 or not isinstance(stmts[0], cst.FunctionDef):
         return "trace() is more than an inner function and `return Graph(...)`"
     inner = stmts[0]
-    ret = _small(stmts[1])
-    if not (
-        isinstance(ret, cst.Return)
-        and isinstance(ret.value, cst.Call)
-        and len(ret.value.args) > 1
-        and source(ret.value.args[1].value) == inner.name.value
-    ):
+    if not _returns_graph_of(stmts[1], inner):
         return "trace() does not return Graph(name, <inner function>, ...)"
     params = [p.name.value for p in inner.params.params]
     star = inner.params.star_arg
@@ -151,13 +145,8 @@ def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cs
     stmts = [s for s in trace.body.body if not _is_docstring(s)]
     if len(stmts) < 2 or not isinstance(stmts[-2], cst.FunctionDef):
         return "trace() does not end with an inner function and `return Graph(...)`"
-    inner, ret = stmts[-2], _small(stmts[-1])
-    if not (
-        isinstance(ret, cst.Return)
-        and isinstance(ret.value, cst.Call)
-        and len(ret.value.args) > 1
-        and source(ret.value.args[1].value) == inner.name.value
-    ):
+    inner = stmts[-2]
+    if not _returns_graph_of(stmts[-1], inner):
         return "trace() does not return Graph(name, <inner function>, ...)"
     pre = stmts[:-2]
     own_params = {p.name.value for p in (*trace.params.params, *trace.params.kwonly_params)} - {"self"}
@@ -268,6 +257,17 @@ class _OneCache(cst.CSTTransformer):
             assert isinstance(todo, cst.SimpleStatementLine)
             return todo
         return updated
+
+
+def _returns_graph_of(stmt: cst.BaseStatement, inner: cst.FunctionDef) -> bool:
+    """``stmt`` is ``return Graph(name, <inner>, ...)``."""
+    ret = _small(stmt)
+    return (
+        isinstance(ret, cst.Return)
+        and isinstance(ret.value, cst.Call)
+        and len(ret.value.args) > 1
+        and source(ret.value.args[1].value) == inner.name.value
+    )
 
 
 def _uses_names(node: cst.CSTNode, names: set[str]) -> bool:
