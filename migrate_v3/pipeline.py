@@ -231,12 +231,9 @@ def _import_hooks(selected: tuple[type[Codemod], ...]) -> frozenset[str]:
     return _IMPORT_KINDS[selected]
 
 
-_WholeModule = WholeModuleNeeded  # the import-statement path cannot give the whole-module result
-
-
 class _NoImportTable:
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        raise _WholeModule  # the import table needs every import: parse the module
+        raise WholeModuleNeeded  # the import table needs every import: parse the module
 
 
 def _rewrite_imports(
@@ -292,7 +289,7 @@ def _rewrite_imports(
                 if id(node) in found:
                     line_no, col = line_no + first, col + (len(indent) if line_no == 1 else 0)
                 findings.append(Finding(line_no, col, rule, message))
-    except (_WholeModule, cst.ParserSyntaxError):
+    except (WholeModuleNeeded, cst.ParserSyntaxError):
         return None
     out_lines: list[str] = []
     i = 0
