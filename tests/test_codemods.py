@@ -51,6 +51,11 @@ CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"
 def _context(case: Path, **overrides: object) -> TransformContext:
     ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
     data = json.loads(ctx_file.read_text()) if ctx_file.exists() else {}
+    # (JSON has lists where the plan gives frozensets of names)
+    if "class_attributes" in data:
+        data["class_attributes"] = {k: frozenset(v) for k, v in data["class_attributes"].items()}
+    if "attribute_reads" in data:
+        data["attribute_reads"] = frozenset(data["attribute_reads"])
     data.update(overrides)
     return TransformContext(**data)
 
