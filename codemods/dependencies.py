@@ -160,7 +160,9 @@ class Dependencies(Codemod):
             return
         for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
             # (a dunder is every class's: one not in the V3 body is inherited, not lost)
-            lost = sorted(n for n in (v2 - v3) & ctx.attribute_reads if not (n.startswith("__") and n.endswith("__")))
+            lost = sorted(
+                n for n in set(v2) - set(v3) if n in ctx.attribute_reads and not (n.startswith("__") and n.endswith("__"))
+            )
             if lost:
                 self.todo(
                     "MV301",
