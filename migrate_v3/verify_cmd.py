@@ -44,6 +44,9 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--apply-report", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="apply's --report JSON: attach its TODOs to the classes that fail.")
 @click.option("--greedy", default=0, type=int, help="Also compare N greedy tokens (text models).")
+@click.option("--graph-per-class", is_flag=True,
+              help="Compile each root class alone (default: all roots in one graph per side, "
+                   "each class alone again only if that graph fails).")
 @click.option("--atol", type=float, default=None, help="Override the dtype's absolute tolerance.")
 @click.option("--rtol", type=float, default=None, help="Override the dtype's relative tolerance.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -51,6 +54,7 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 def verify(v2_path: Path, v3_path: Path, spec: Path | None, weights: Path | None, device: str,
            dtype: str | None, seed: int, only: tuple[str, ...], all_classes: bool,
            pairs: tuple[str, ...], no_auto: bool, no_mypy: bool, no_compile: bool, mypy_cache: Path | None, apply_report: Path | None, greedy: int,
+           graph_per_class: bool,
            atol: float | None, rtol: float | None, fmt: str) -> None:
     """Prove a migration: V2 vs V3 numerics, weight-key alignment, mypy.
 
@@ -67,7 +71,7 @@ def verify(v2_path: Path, v3_path: Path, spec: Path | None, weights: Path | None
         only=list(only) or None, all_classes=all_classes, pairs=_pairs(pairs),
         auto=not no_auto, mypy=not no_mypy, compile=not no_compile, greedy=greedy,
         tolerance=tolerance, progress=fmt == "text", mypy_cache=mypy_cache,
-        apply_report=apply_report,
+        apply_report=apply_report, one_graph=not graph_per_class,
     )
     out = io.StringIO()
     if fmt == "json":

@@ -5,11 +5,17 @@ For each family the V2 source files are copied into a package in
 the sibling ``<name>_modulev3`` package) and handed to ``verify`` with no
 hand edit in between: the same seeded random state dict on both sides, V2
 through a Graph + session, V3 through ``F.lazy()`` + ``compile(weights=...)``.
-Only root classes compile, one graph per side. Families: the bundled tinylm,
-mpnet (embeddings, self-attention, encoder layer), bert (same plus pooling),
-olmo2's decoder MLP + norm, gemma3's MLP + its RMSNorm subclass (the
-``super().__init__`` map and the GemmaRMSNorm base), the Wan VAE norm + conv,
-idefics3's vision MLP: 14 distinct graphs.
+Only root classes compile. Families: the bundled tinylm, mpnet (embeddings,
+self-attention, encoder layer), bert (same plus pooling), olmo2's decoder MLP +
+norm, gemma3's MLP + its RMSNorm subclass (the ``super().__init__`` map and
+the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP.
+
+Every family is migrated and verified in one ``run_verify_many`` call (a
+module fixture), so their roots share one compiled graph per side (a cold
+MAX compile costs minutes per graph whatever its size: 14 graphs became 2);
+tinylm's greedy check needs its own runner and compiles alone (the same
+graphs as ``test_apply_verify``). Each test reads its family's report, and a
+family that breaks the shared graph is compiled alone, so it is still named.
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from migrate_v3.apply import ApplyReport, apply_paths
-from migrate_v3.verify import run_verify
 from migrate_v3.verify.report import VerifyReport
+from migrate_v3.verify.runner import run_verify_many
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "verify"
@@ -66,83 +73,96 @@ def _spec_file(tmp_path: Path, table: str) -> Path:
     return spec
 
 
+
+def _families(tmp_path: Path) -> dict[str, tuple[Path, Path, dict[str, Any]]]:
+    """Each family migrated: name -> (v2, v3, verify options)."""
+    arch = _arch()
+    out: dict[str, tuple[Path, Path, dict[str, Any]]] = {}
+
+    def add(name: str, sources: Iterable[tuple[Path, str]], **options: Any) -> None:
+        v2, v3, applied = migrate(name, sources, tmp_path / name)
+        out[name] = (v2, v3, {"apply_report": applied, "mypy": False, **options})
+
+    tinylm = ROOT / "fixtures" / "models" / "tinylm"
+    add("tinylm", [(p, p.name) for p in sorted(tinylm.glob("*.py"))], greedy=3)  # automatic mode: no spec
+    add("mpnet", [(arch / "mpnet" / f, f) for f in ("graph.py", "model_config.py")],
+        spec=FIXTURES / "specs" / "mpnet.py")
+    add("olmo2", [(FIXTURES / "differential" / "olmo2_mlp_block.py", "mlp_block.py")],
+        spec=_spec_file(tmp_path, "OLMO2"))
+    add("gemma3", [(arch / "gemma3" / "layers" / "rms_norm.py", "rms_norm.py"),
+                   (FIXTURES / "differential" / "gemma3_mlp_block.py", "mlp_block.py")],
+        spec=_spec_file(tmp_path, "GEMMA3"), only=["Gemma3MLPBlock"])
+    add("autoencoders", [(arch / "autoencoders" / "vae.py", "vae.py"),
+                         (arch / "autoencoders" / "model_config.py", "model_config.py"),
+                         (FIXTURES / "differential" / "vae_block.py", "block.py")],
+        spec=_spec_file(tmp_path, "VAE"), only=["NormConvBlock"])
+    vision = arch / "idefics3" / "vision_model"
+    add("idefics3", [(vision / "encoder.py", "vision_model/encoder.py"),
+                     (vision / "attention.py", "vision_model/attention.py"),
+                     (arch / "idefics3" / "model_config.py", "model_config.py")],
+        spec=_spec_file(tmp_path, "IDEFICS3"), only=["Idefics3VisionMLP"])
+    add("bert", [(arch / "bert" / f, f) for f in ("graph.py", "model_config.py")],
+        spec=FIXTURES / "specs" / "bert.py")
+    return out
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, VerifyReport]]:
+    """Every family verified in one run_verify_many call: name -> (v3 package, report)."""
+    families = _families(tmp_path_factory.mktemp("families"))
+    reports = run_verify_many(list(families.values()))
+    return {name: (v3, report) for (name, (_, v3, _)), report in zip(families.items(), reports, strict=True)}
+
+
 @pytest.mark.slow
-def test_tinylm_example_package(tmp_path: Path) -> None:
-    src = ROOT / "fixtures" / "models" / "tinylm"
-    v2, v3, applied = migrate("tinylm", [(p, p.name) for p in sorted(src.glob("*.py"))], tmp_path)
-    report = run_verify(v2, v3, apply_report=applied, mypy=False, greedy=3)  # automatic mode: no spec
+def test_tinylm_example_package(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    _, report = verified["tinylm"]
     assert_passes(report, "TinyLM")
     tiny = report.by_name("TinyLM")
     assert tiny.greedy is not None and tiny.greedy.passed
 
 
 @pytest.mark.slow
-def test_mpnet_embeddings_self_attention_encoder_layer(tmp_path: Path) -> None:
-    src = _arch() / "mpnet"
-    v2, v3, applied = migrate("mpnet", [(src / f, f) for f in ("graph.py", "model_config.py")], tmp_path)
-    report = run_verify(v2, v3, apply_report=applied, spec=FIXTURES / "specs" / "mpnet.py", mypy=False)
+def test_mpnet_embeddings_self_attention_encoder_layer(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    _, report = verified["mpnet"]
     assert_passes(report, "MPNetModel")
     for inner in ("MPNetEmbeddings", "MPNetSelfAttention", "MPNetLayer"):
         assert report.by_name(inner).status == "skipped"  # compiled inside MPNetModel
 
 
 @pytest.mark.slow
-def test_olmo2_decoder_mlp_and_norm(tmp_path: Path) -> None:
-    v2, v3, applied = migrate(
-        "olmo2", [(FIXTURES / "differential" / "olmo2_mlp_block.py", "mlp_block.py")], tmp_path
-    )
-    report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "OLMO2"),
-                        mypy=False)
-    assert_passes(report, "Olmo2MLPBlock")
+def test_olmo2_decoder_mlp_and_norm(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    assert_passes(verified["olmo2"][1], "Olmo2MLPBlock")
 
 
 @pytest.mark.slow
-def test_gemma3_mlp_and_rmsnorm_subclass(tmp_path: Path) -> None:
+def test_gemma3_mlp_and_rmsnorm_subclass(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
     """gemma3's own ``Gemma3RMSNorm(RMSNorm)`` (``super().__init__(..., weight_offset=1)``) migrated as is."""
-    v2, v3, applied = migrate(
-        "gemma3",
-        [(_arch() / "gemma3" / "layers" / "rms_norm.py", "rms_norm.py"),
-         (FIXTURES / "differential" / "gemma3_mlp_block.py", "mlp_block.py")],
-        tmp_path,
-    )
+    v3, report = verified["gemma3"]
     assert "class Gemma3RMSNorm(GemmaRMSNorm):" in (v3 / "rms_norm.py").read_text()
-    report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "GEMMA3"), mypy=False,
-                        only=["Gemma3MLPBlock"])
     assert_passes(report, "Gemma3MLPBlock")
 
 
 @pytest.mark.slow
-def test_autoencoder_vae_norm_conv_block(tmp_path: Path) -> None:
-    src = _arch() / "autoencoders"
-    v2, v3, applied = migrate(
-        "autoencoders",
-        [(src / "vae.py", "vae.py"), (src / "model_config.py", "model_config.py"),
-         (FIXTURES / "differential" / "vae_block.py", "block.py")],
-        tmp_path,
-    )
-    report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "VAE"), mypy=False,
-                        only=["NormConvBlock"])
-    assert_passes(report, "NormConvBlock")
+def test_autoencoder_vae_norm_conv_block(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    assert_passes(verified["autoencoders"][1], "NormConvBlock")
 
 
 @pytest.mark.slow
-def test_idefics3_vision_mlp(tmp_path: Path) -> None:
-    src = _arch() / "idefics3"
-    v2, v3, applied = migrate(
-        "idefics3",
-        [(src / "vision_model" / "encoder.py", "vision_model/encoder.py"),
-         (src / "vision_model" / "attention.py", "vision_model/attention.py"),
-         (src / "model_config.py", "model_config.py")],
-        tmp_path,
-    )
-    report = run_verify(v2, v3, apply_report=applied, spec=_spec_file(tmp_path, "IDEFICS3"), mypy=False,
-                        only=["Idefics3VisionMLP"])
-    assert_passes(report, "Idefics3VisionMLP")
+def test_idefics3_vision_mlp(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    assert_passes(verified["idefics3"][1], "Idefics3VisionMLP")
 
 
 @pytest.mark.slow
-def test_bert_embeddings_encoder_and_pooling(tmp_path: Path) -> None:
-    src = _arch() / "bert"
-    v2, v3, applied = migrate("bert", [(src / f, f) for f in ("graph.py", "model_config.py")], tmp_path)
-    report = run_verify(v2, v3, apply_report=applied, spec=FIXTURES / "specs" / "bert.py", mypy=False)
-    assert_passes(report, "BertModel")
+def test_bert_embeddings_encoder_and_pooling(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    assert_passes(verified["bert"][1], "BertModel")
+
+
+@pytest.mark.slow
+def test_the_families_share_one_graph_per_side(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    """The six spec'd families' roots are compiled together; tinylm (greedy) alone."""
+    shared = {name: [c.graph_shared_by for c in report.classes if c.compared == "numeric"]
+              for name, (_, report) in verified.items()}
+    assert shared == {"tinylm": [1], "mpnet": [6], "olmo2": [6], "gemma3": [6],
+                      "autoencoders": [6], "idefics3": [6], "bert": [6]}
+    assert all(report.graphs_compiled == 2 for _, report in verified.values())

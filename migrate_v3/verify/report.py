@@ -126,6 +126,8 @@ class ClassResult:
     covered_by: str = ""
     #: False when ``--only`` (or the spec's ``only``) left it out
     selected: bool = True
+    #: how many classes were compiled in this one's graph per side (1: alone, 0: not compiled)
+    graph_shared_by: int = 0
 
     @property
     def causes(self) -> list[str]:

@@ -8,8 +8,8 @@ class contains) are compiled, since their graphs cover their children.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class VerifyOptions:
     progress: bool = False
     mypy_cache: Path | None = None
     apply_report: Any = None
+    one_graph: bool = True
 
 
 @dataclass
@@ -135,18 +136,59 @@ def _pairs(v2: dict[str, type], v3: dict[str, type], explicit: Mapping[str, str]
 
 def run_verify(v2_path: str | Path, v3_path: str | Path, **options: Any) -> VerifyReport:
     """Verify a migration; ``options`` are :class:`VerifyOptions` fields."""
+    return run_verify_many([(v2_path, v3_path, options)])[0]
+
+
+def run_verify_many(
+    jobs: Sequence[tuple[str | Path, str | Path, Mapping[str, Any]]],
+) -> list[VerifyReport]:
+    """Verify several migrations; with ``one_graph`` their roots share one compiled graph per side.
+
+    Each job is ``(v2_path, v3_path, options)``; the reports come back in order,
+    each as ``run_verify`` would give it alone.
+    """
+    runs: list[_Run | VerifyReport] = []
+    progresses: list[Progress] = []
+    try:
+        for v2_path, v3_path, options in jobs:
+            opts = _options(dict(options))
+            progress = make_progress(opts.progress)
+            progresses.append(progress)
+            runs.append(_open(Path(v2_path), Path(v3_path), opts, progress))
+        _verify_runs([r for r in runs if isinstance(r, _Run)])
+        return [r if isinstance(r, VerifyReport) else _close(r) for r in runs]
+    finally:
+        for progress in progresses:
+            progress.close()
+
+
+def _options(options: dict[str, Any]) -> VerifyOptions:
     for key in ("spec", "weights", "mypy_cache", "apply_report"):
         if isinstance(options.get(key), str):
             options[key] = Path(options[key])
-    opts = VerifyOptions(**options)
-    progress = make_progress(opts.progress)
-    try:
-        return _run(Path(v2_path), Path(v3_path), opts, progress)
-    finally:
-        progress.close()
+    return VerifyOptions(**options)
 
 
-def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) -> VerifyReport:
+@dataclass
+class _Run:
+    """One started run: its report so far, its plans, and what compiling them needs."""
+
+    report: VerifyReport
+    opts: VerifyOptions
+    progress: Progress
+    target: sides.Target
+    dtype: str
+    checkpoint: tuple[dict[str, Any], dict[str, Any]] | None
+    plans: list[_Plan]
+    side2: LoadedSide
+    side3: LoadedSide
+    members: dict[str, set[str]]
+    mypy_job: Any
+    start: float
+    session: Any = None
+
+
+def _open(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) -> _Run | VerifyReport:
     start = time.perf_counter()
     report = VerifyReport(str(v2_path), str(v3_path), opts.device, compile_requested=opts.compile)
     for p in (v2_path, v3_path):
@@ -176,25 +218,99 @@ def _run(v2_path: Path, v3_path: Path, opts: VerifyOptions, progress: Progress) 
     report.roots = package_roots(module_classes(side2, sides.v2_base()))
     members = {p.name: {type(m).__name__ for _, m in v2_modules(p.v2_module)} for p in plans}
     progress.set_total(2 * len(plans) if opts.compile else 0)
-    session = sides.new_session(target) if plans else None
-    cache: dict[Any, Any] = {}
-    for plan in plans:
+    return _Run(report, opts, progress, target, dtype, checkpoint, plans, side2, side3, members,
+                mypy_job, start, sides.new_session(target) if plans else None)
+
+
+def _verify_runs(runs: list[_Run]) -> None:
+    """Check every plan; compile the ready ones together where allowed, the rest alone."""
+    ready: list[tuple[_Run, _Ready]] = []
+    for run in runs:
+        cache: dict[Any, Any] = {}
+        for plan in run.plans:
+            try:
+                prepared = _prepare(plan, run.opts, run.target, run.dtype, run.checkpoint)
+                if isinstance(prepared, _Ready) and run.opts.one_graph and not prepared.greedy:
+                    ready.append((run, prepared))
+                    continue
+                outcome = (prepared if isinstance(prepared, _PairOutcome) else
+                           _compile_pair(prepared, run.opts, run.target, run.session, run.progress, cache))
+            except Exception as exc:  # noqa: BLE001 - one class must not end the run
+                run.report.classes.append(ClassResult(
+                    plan.name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
+                continue
+            run.report.graphs_compiled += outcome.pop_compiles()
+            run.report.classes.append(outcome.result)
+    groups: dict[str, list[tuple[_Run, _Ready]]] = {}
+    for run, item in ready:
+        groups.setdefault(run.opts.device, []).append((run, item))
+    for group in groups.values():
+        _verify_together(group)
+
+
+def _verify_together(ready: list[tuple[_Run, _Ready]]) -> None:
+    """One graph per side for every pair of the group; alone again if that fails, to name the culprit."""
+    from migrate_v3.verify.together import Member, compile_together
+
+    first = ready[0][0]
+    group: list[tuple[_Run, _Ready | _PairOutcome]] = list(ready)
+    outputs = None
+    if len(group) > 1:
+        label = f"{len(group)} classes in one graph per side: compile V2 and V3"
         try:
-            result = _verify_pair(plan, opts, target, dtype, checkpoint, session, progress, cache)
+            with first.progress.step(label):
+                outputs = compile_together(
+                    [Member(r.v2, r.v3, r.v2_weights, r.v3_weights, r.types, r.inputs) for _, r in ready],
+                    first.target, first.session)
+        except Exception as exc:  # noqa: BLE001 - each pair alone says which one breaks
+            why = f"the graph shared by {len(group)} classes failed ({type(exc).__name__}: {_short(exc)})"
+            group = [(run, _afresh(run, item, why)) for run, item in ready]
+    counted: set[int] = set()
+    for i, (run, item) in enumerate(group):
+        outcome: _PairOutcome
+        try:
+            if isinstance(item, _PairOutcome):
+                outcome = item
+            elif outputs is None:
+                outcome = _compile_pair(item, run.opts, run.target, run.session, run.progress, {})
+            else:
+                outcome = _compare(item, *outputs[i], run.opts)
+                outcome.compiles = 0 if id(run) in counted else 2  # the shared pair, once per report
+                outcome.result.graph_shared_by = len(group)
+                counted.add(id(run))
         except Exception as exc:  # noqa: BLE001 - one class must not end the run
-            report.classes.append(ClassResult(
-                plan.name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
+            name = item.result.name if isinstance(item, _PairOutcome) else item.plan.name
+            run.report.classes.append(ClassResult(
+                name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
             continue
-        report.graphs_compiled += result.pop_compiles()
-        report.classes.append(result.result)
-    order = {name: i for i, name in enumerate(module_classes(side2, sides.v2_base()))}
+        run.report.graphs_compiled += outcome.pop_compiles()
+        run.report.classes.append(outcome.result)
+
+
+def _afresh(run: _Run, item: _Ready, why: str) -> _Ready | _PairOutcome:
+    """The pair rebuilt from its case, to compile alone: tracing bound the old modules to the failed graph."""
+    plan = item.plan
+    try:
+        v2 = sides.build_v2(plan.case, plan.v2_cls, run.target, plan.case.dtype or run.dtype)
+        prepared = _prepare(replace(plan, v2_module=v2), run.opts, run.target, run.dtype, run.checkpoint)
+    except Exception as exc:  # noqa: BLE001 - reported on the class
+        return _PairOutcome(ClassResult(plan.name, "error", f"{why}; rebuilding it alone failed: "
+                                        f"{type(exc).__name__}: {_short(exc)}"))
+    if isinstance(prepared, _Ready):
+        prepared.note = why
+    return prepared
+
+
+def _close(run: _Run) -> VerifyReport:
+    report, opts = run.report, run.opts
+    order = {name: i for i, name in enumerate(module_classes(run.side2, sides.v2_base()))}
     report.classes.sort(key=lambda c: order.get(c.name, len(order)))
     if opts.apply_report is not None:
-        _attach_todos(report, opts.apply_report, module_classes(side3, sides.v3_base()), members)
-    if mypy_job is not None:
-        with progress.step("waiting for mypy (both sides)", counted=False):
-            _finish_mypy(report, mypy_job)
-    report.seconds = time.perf_counter() - start
+        _attach_todos(report, opts.apply_report, module_classes(run.side3, sides.v3_base()), run.members)
+    if run.mypy_job is not None:
+        with run.progress.step("waiting for mypy (both sides)", counted=False):
+            _finish_mypy(report, run.mypy_job)
+    report.seconds = time.perf_counter() - run.start
     return report
 
 
@@ -329,9 +445,27 @@ def _compiled(cache: dict[Any, Any], key: Any, make: Any) -> tuple[Any, bool]:
     return cache[key], True
 
 
-def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
-                 checkpoint: tuple[dict[str, Any], dict[str, Any]] | None, session: Any,
-                 progress: Progress, cache: dict[Any, Any] | None = None) -> _PairOutcome:
+@dataclass
+class _Ready:
+    """A pair that passed its static checks and has weights, input types and inputs to compile with."""
+
+    plan: _Plan
+    out: _PairOutcome
+    v2: Any
+    v3: Any
+    v2_weights: dict[str, Any]
+    v3_weights: dict[str, Any]
+    types: list[Any]
+    inputs: list[Any]
+    failed: bool
+    greedy: bool
+    start: float
+    note: str = ""
+
+
+def _prepare(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
+             checkpoint: tuple[dict[str, Any], dict[str, Any]] | None) -> _PairOutcome | _Ready:
+    """The static checks of a pair; a finished outcome, or what compiling it needs."""
     start = time.perf_counter()
     case = plan.case
     run_dtype = case.dtype or dtype
@@ -374,32 +508,51 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
         return out
     if weights is None:
         weights = random_state_dict(signature, opts.seed)
-    v3_weights = {key_map(k): v for k, v in weights.items()}
-    types = sides.input_types(case.inputs, target, run_dtype)
-    inputs = sides.make_inputs(case.inputs, opts.seed, run_dtype)
+    return _Ready(
+        plan, out, v2, v3,
+        {k: weights[k] for k in sides.v2_signature(v2)},
+        {key_map(k): v for k, v in weights.items()},
+        sides.input_types(case.inputs, target, run_dtype),
+        sides.make_inputs(case.inputs, opts.seed, run_dtype),
+        failed, bool(opts.greedy and case.greedy), start,
+    )
+
+
+def _compile_pair(ready: _Ready, opts: VerifyOptions, target: sides.Target, session: Any,
+                  progress: Progress, cache: dict[Any, Any]) -> _PairOutcome:
+    """Compile and run the pair alone (one graph per side), then compare."""
+    plan, case, out = ready.plan, ready.plan.case, ready.out
     try:
         with progress.step(f"{plan.name}: compile V2"):
-            v2_weights = {k: weights[k] for k in sides.v2_signature(v2)}
             run2, fresh = _compiled(
-                cache if cache is not None else {}, compile_key("v2", plan.v2_cls, case, types, v2_weights),
-                lambda: sides.compile_v2(v2, v2_weights, types, target, session))
+                cache, compile_key("v2", plan.v2_cls, case, ready.types, ready.v2_weights),
+                lambda: sides.compile_v2(ready.v2, ready.v2_weights, ready.types, target, session))
             out.compiles += fresh
-            ref = run2(inputs)
+            ref = run2(ready.inputs)
     except Exception as exc:  # noqa: BLE001 - cannot build the reference
-        result.status = "error"
-        result.reason = f"V2 graph failed: {type(exc).__name__}: {_short(exc)}"
+        out.result.status = "error"
+        out.result.reason = f"V2 graph failed: {type(exc).__name__}: {_short(exc)}"
         return out
     try:
         with progress.step(f"{plan.name}: compile V3"):
             run3, fresh = _compiled(
-                cache if cache is not None else {}, compile_key("v3", plan.v3_cls, case, types, v3_weights),
-                lambda: sides.compile_v3(v3, v3_weights, types, target))
+                cache, compile_key("v3", plan.v3_cls, case, ready.types, ready.v3_weights),
+                lambda: sides.compile_v3(ready.v3, ready.v3_weights, ready.types, target))
             out.compiles += fresh
-            got = run3(inputs)
+            got = run3(ready.inputs)
+            out.result.graph_shared_by = 1
     except Exception as exc:  # noqa: BLE001 - the port does not compile
-        result.status = "fail"
-        result.reason = f"V3 compile/run failed: {type(exc).__name__}: {_short(exc)}"
+        out.result.status = "fail"
+        out.result.reason = f"V3 compile/run failed: {type(exc).__name__}: {_short(exc)}"
         return out
+    return _compare(ready, ref, got, opts, (run2, run3) if ready.greedy else None)
+
+
+def _compare(ready: _Ready, ref: list[Any], got: list[Any], opts: VerifyOptions,
+             runners: tuple[sides.Runner, sides.Runner] | None = None) -> _PairOutcome:
+    out, case = ready.out, ready.plan.case
+    result = out.result
+    failed = ready.failed
     result.compared = "numeric"
     if len(ref) != len(got):
         failed = True
@@ -409,11 +562,13 @@ def _verify_pair(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: 
         check = compare_output(i, a, b, adt, bdt, tol)
         result.outputs.append(check)
         failed = failed or not check.passed
-    if opts.greedy and case.greedy:
-        result.greedy = _greedy(run2, run3, inputs[0], opts.greedy)
+    if runners is not None:
+        result.greedy = _greedy(*runners, ready.inputs[0], opts.greedy)
         failed = failed or not result.greedy.passed
     result.status = "fail" if failed else "pass"
-    result.seconds = time.perf_counter() - start
+    if ready.note and not result.reason:
+        result.reason = f"{ready.note}; compiled alone"
+    result.seconds = time.perf_counter() - ready.start
     return out
 
 
