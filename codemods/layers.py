@@ -85,6 +85,12 @@ class Factory:
     keywords: frozenset[str] = frozenset()
 
 
+def _dropped(spec: LayerSpec, name: str) -> bool:
+    """A V2 argument the V3 call loses: placement, unless the V3 class takes it too
+    (V3 ``Conv2d(dtype=...)`` keeps a conv in the dtype V2 gave it, as the official ports write it)."""
+    return name in spec.drop or (name in PLACEMENT_ARGS and name not in spec.v3_params)
+
+
 def _v3_of(spec: LayerSpec, v3_names: list[str]) -> list[tuple[str, str]]:
     """(V2 name, V3 name) pairs for V3 parameters (V2 name via the reverse rename)."""
     back = {v3: v2 for v2, v3 in spec.rename.items()}
@@ -257,7 +263,7 @@ class LayerConstructors(Codemod):
             self.placement_params[-1].update(
                 arg.value.value
                 for name, arg in bound.args.items()
-                if (name in spec.drop or name in PLACEMENT_ARGS) and isinstance(arg.value, cst.Name)
+                if _dropped(spec, name) and isinstance(arg.value, cst.Name)
             )
         return new.with_changes(func=updated.func)
 
@@ -449,7 +455,7 @@ class LayerConstructors(Codemod):
             return updated
         changes = (
             any(a.keyword is None for a in updated.args)
-            or any(n in spec.drop or n in PLACEMENT_ARGS or n in spec.rename or n in spec.unsupported for n in bound.order)
+            or any(_dropped(spec, n) or n in spec.rename or n in spec.unsupported for n in bound.order)
             or any(k not in bound.args and k not in factory.keywords for k, _ in _v3_of(spec, [*spec.flipped, *spec.always]))
         )
         if not changes:
@@ -558,7 +564,7 @@ class LayerConstructors(Codemod):
             arg = bound.args[name]
             if name in skip:
                 continue
-            if name in spec.drop or name in PLACEMENT_ARGS:
+            if _dropped(spec, name):
                 value = source(arg.value)
                 if name == "dtype" and value.startswith("DType."):
                     self.todo(

@@ -272,6 +272,7 @@ LAYERS: dict[str, LayerSpec] = {
                 "kernel_size",
                 "in_channels",
                 "out_channels",
+                "dtype",
                 "stride",
                 "padding",
                 "dilation",
@@ -280,6 +281,8 @@ LAYERS: dict[str, LayerSpec] = {
                 "permute",
                 "name",
             ),
+            # V3 Conv2d takes a dtype (official ports pass it): a conv keeps the dtype V2 gave it
+            drop=frozenset({"device", "devices"}),
         ),
         LayerSpec(
             "MLP",
