@@ -467,7 +467,6 @@ NO_V3_CLASS: dict[str, str] = {
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
     "DynamicRotaryEmbedding": "port it locally",
     "StackedLinear": "only q/k/v StackedLinear maps to common_layers.linear.QKVLinear; use separate Linears",
-    "Conv1D": "no V3 class: use F.functional(ops.conv) or port it",
     "Conv3D": "no V3 class: use F.conv3d in a local Module",
     "ConvTranspose1d": "no V3 class: use F.conv2d_transpose in a local Module",
     "WeightNormConvTranspose1d": "no V3 class: port it locally",
