@@ -26,6 +26,7 @@ its base):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -67,6 +68,10 @@ def _literal(src: str) -> str:
 
 
 _PARTIAL = frozenset({"functools.partial"})
+
+#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``):
+#: V2 pinned the layer to it, whatever the model dtype; V3 builds it in ``default_dtype``
+_PINNED_DTYPE = re.compile(r"\bDType\.\w")
 
 
 #: StackedLinear arguments QKVLinear has no form of: dropped with a TODO naming them
@@ -566,7 +571,7 @@ class LayerConstructors(Codemod):
                 continue
             if _dropped(spec, name):
                 value = source(arg.value)
-                if name == "dtype" and value.startswith("DType."):
+                if name == "dtype" and _PINNED_DTYPE.search(value):
                     self.todo(
                         "MV342",
                         f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; "
