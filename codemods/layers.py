@@ -35,6 +35,7 @@ from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, FileState, nodes_of
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
+    ATTRIBUTE_RENAMES,
     CALL_DROPS,
     FACTORY_BUILT,
     FACTORY_BUILT_BY_V2,
@@ -145,6 +146,8 @@ class LayerConstructors(Codemod):
         self.scopes: list[tuple[str, str]] = []
         #: the enclosing (original) ClassDef nodes, and the base naming a V2 layer (where check reports it)
         self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
+        #: per class: ``self.X`` built from a V2 layer → its attribute renames (ATTRIBUTE_RENAMES)
+        self.attr_renames: list[dict[str, dict[str, str]]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
         self.base_variant: list[str | None] = []
         #: per enclosing class: ``__init__`` parameters its super().__init__ passed only as dropped placement args
@@ -204,7 +207,38 @@ class LayerConstructors(Codemod):
 
     # --- subclasses of V2 layers ------------------------------------------------
 
+    def _renamed_attributes(self, node: cst.ClassDef) -> dict[str, dict[str, str]]:
+        """``X`` → its V2 → V3 attribute renames, for each ``self.X = <V2 layer>(...)`` of the class body."""
+        out: dict[str, dict[str, str]] = {}
+        for assign in nodes_of(node.body, (cst.Assign,), skip=(cst.ClassDef,)):
+            assert isinstance(assign, cst.Assign)
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            if (
+                isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == "self" and isinstance(assign.value, cst.Call)
+            ):
+                renames = ATTRIBUTE_RENAMES.get(v2_symbol(self.qualname(assign.value.func)) or "")
+                if renames:
+                    out[target.attr.value] = renames
+        return out
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        """``self.conv.filter`` of a V2 ``Conv2d`` → ``self.conv.weight`` (the V3 attribute)."""
+        renames = self.attr_renames[-1] if self.attr_renames else None
+        inner = original.value
+        if not renames or not (
+            isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self"
+        ):
+            return updated
+        new = renames.get(inner.attr.value, {}).get(original.attr.value)
+        if new is None:
+            return updated
+        self.rewrote(original, "MV340", f"self.{inner.attr.value}.{original.attr.value} → .{new} (the V3 attribute)")
+        return updated.with_changes(attr=cst.Name(new))
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        named = any(k in self.state.source for k in ATTRIBUTE_RENAMES)  # (a file that names none pays nothing)
+        self.attr_renames.append(self._renamed_attributes(node) if named else {})
         layer_bases = {
             s: b.value for b in node.bases if (s := v2_symbol(self.qualname(b.value))) in LAYERS
         }
@@ -215,6 +249,7 @@ class LayerConstructors(Codemod):
         self.placement_params.append(set())
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.attr_renames.pop()
         _, symbol = self.scopes.pop()
         _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()

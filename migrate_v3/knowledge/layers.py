@@ -462,6 +462,10 @@ STACKED_LINEAR_DEFAULTS = {"linear_cls": "Linear", "quant_config": "None", "clip
 QKV_NAMES = '["q_proj", "k_proj", "v_proj"]'
 QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
 
+#: Attributes a V2 layer has under another name in its V3 class (V2 ``Conv2d`` kept its
+#: filter in ``filter``; V3 ``Conv2d`` in ``weight``): ``self.conv.filter`` reads follow.
+ATTRIBUTE_RENAMES: dict[str, dict[str, str]] = {"Conv2d": {"filter": "weight"}}
+
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
