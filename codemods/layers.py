@@ -26,6 +26,7 @@ its base):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -34,6 +35,7 @@ from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, FileState, nodes_of
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
+    ATTRIBUTE_RENAMES,
     CALL_DROPS,
     FACTORY_BUILT,
     FACTORY_BUILT_BY_V2,
@@ -68,6 +70,10 @@ def _literal(src: str) -> str:
 
 _PARTIAL = frozenset({"functools.partial"})
 
+#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``):
+#: V2 pinned the layer to it, whatever the model dtype; V3 builds it in ``default_dtype``
+_PINNED_DTYPE = re.compile(r"\bDType\.\w")
+
 
 #: StackedLinear arguments QKVLinear has no form of: dropped with a TODO naming them
 _QKV_DROPPABLE = ("linear_cls", "quant_config")
@@ -83,6 +89,12 @@ class Factory:
     other: str | None = None
     #: V2 keywords the partial already binds (a call must not override them)
     keywords: frozenset[str] = frozenset()
+
+
+def _dropped(spec: LayerSpec, name: str) -> bool:
+    """A V2 argument the V3 call loses: placement, unless the V3 class takes it too
+    (V3 ``Conv2d(dtype=...)`` keeps a conv in the dtype V2 gave it, as the official ports write it)."""
+    return name in spec.drop or (name in PLACEMENT_ARGS and name not in spec.v3_params)
 
 
 def _v3_of(spec: LayerSpec, v3_names: list[str]) -> list[tuple[str, str]]:
@@ -134,6 +146,8 @@ class LayerConstructors(Codemod):
         self.scopes: list[tuple[str, str]] = []
         #: the enclosing (original) ClassDef nodes, and the base naming a V2 layer (where check reports it)
         self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
+        #: per class: ``self.X`` built from a V2 layer → its attribute renames (ATTRIBUTE_RENAMES)
+        self.attr_renames: list[dict[str, dict[str, str]]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
         self.base_variant: list[str | None] = []
         #: per enclosing class: ``__init__`` parameters its super().__init__ passed only as dropped placement args
@@ -193,7 +207,38 @@ class LayerConstructors(Codemod):
 
     # --- subclasses of V2 layers ------------------------------------------------
 
+    def _renamed_attributes(self, node: cst.ClassDef) -> dict[str, dict[str, str]]:
+        """``X`` → its V2 → V3 attribute renames, for each ``self.X = <V2 layer>(...)`` of the class body."""
+        out: dict[str, dict[str, str]] = {}
+        for assign in nodes_of(node.body, (cst.Assign,), skip=(cst.ClassDef,)):
+            assert isinstance(assign, cst.Assign)
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            if (
+                isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == "self" and isinstance(assign.value, cst.Call)
+            ):
+                renames = ATTRIBUTE_RENAMES.get(v2_symbol(self.qualname(assign.value.func)) or "")
+                if renames:
+                    out[target.attr.value] = renames
+        return out
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        """``self.conv.filter`` of a V2 ``Conv2d`` → ``self.conv.weight`` (the V3 attribute)."""
+        renames = self.attr_renames[-1] if self.attr_renames else None
+        inner = original.value
+        if not renames or not (
+            isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self"
+        ):
+            return updated
+        new = renames.get(inner.attr.value, {}).get(original.attr.value)
+        if new is None:
+            return updated
+        self.rewrote(original, "MV340", f"self.{inner.attr.value}.{original.attr.value} → .{new} (the V3 attribute)")
+        return updated.with_changes(attr=cst.Name(new))
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        named = any(k in self.state.source for k in ATTRIBUTE_RENAMES)  # (a file that names none pays nothing)
+        self.attr_renames.append(self._renamed_attributes(node) if named else {})
         layer_bases = {
             s: b.value for b in node.bases if (s := v2_symbol(self.qualname(b.value))) in LAYERS
         }
@@ -204,6 +249,7 @@ class LayerConstructors(Codemod):
         self.placement_params.append(set())
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.attr_renames.pop()
         _, symbol = self.scopes.pop()
         _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()
@@ -257,7 +303,7 @@ class LayerConstructors(Codemod):
             self.placement_params[-1].update(
                 arg.value.value
                 for name, arg in bound.args.items()
-                if (name in spec.drop or name in PLACEMENT_ARGS) and isinstance(arg.value, cst.Name)
+                if _dropped(spec, name) and isinstance(arg.value, cst.Name)
             )
         return new.with_changes(func=updated.func)
 
@@ -449,7 +495,7 @@ class LayerConstructors(Codemod):
             return updated
         changes = (
             any(a.keyword is None for a in updated.args)
-            or any(n in spec.drop or n in PLACEMENT_ARGS or n in spec.rename or n in spec.unsupported for n in bound.order)
+            or any(_dropped(spec, n) or n in spec.rename or n in spec.unsupported for n in bound.order)
             or any(k not in bound.args and k not in factory.keywords for k, _ in _v3_of(spec, [*spec.flipped, *spec.always]))
         )
         if not changes:
@@ -558,9 +604,9 @@ class LayerConstructors(Codemod):
             arg = bound.args[name]
             if name in skip:
                 continue
-            if name in spec.drop or name in PLACEMENT_ARGS:
+            if _dropped(spec, name):
                 value = source(arg.value)
-                if name == "dtype" and value.startswith("DType."):
+                if name == "dtype" and _PINNED_DTYPE.search(value):
                     self.todo(
                         "MV342",
                         f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; "

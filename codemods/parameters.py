@@ -9,9 +9,24 @@ changes, which the report says (MV361). The device argument goes away
     →  self.weight = Tensor.zeros([4], dtype=DType.float32)
 
 An annotation ``Weight`` becomes ``Tensor`` as well.
+
+A ``Weight`` whose name is not its attribute keeps its V2 checkpoint key when
+the class allows it (no other assignment of either attribute, no method of
+that name): a plain name becomes the attribute, the V2 attribute a read-only
+property; a name ``"<attribute>.weight"`` becomes a ``KeyedWeight`` child whose
+``weight`` every ``self.<attribute>`` of the class reads.
+
+    self.filter = Weight("weight", dt, shape, dev)    →  self.weight = Tensor.zeros(shape, dtype=dt)
+                                                          @property
+                                                          def filter(self) -> Tensor: return self.weight
+    self.q_norm = Weight("q_norm.weight", dt, [d], dev)  →  self.q_norm = KeyedWeight(Tensor.zeros([d], dtype=dt))
+    ... self.q_norm ...                                  →  ... self.q_norm.weight ...
 """
 
 from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -20,6 +35,93 @@ from codemods.base import Codemod
 from codemods.tensor_types import TENSOR_MODULE, graph_symbol
 
 _WEIGHT_PARAMS = ("name", "dtype", "shape", "device", "quantization_encoding", "align", "sharding_strategy", "_placeholder", "_has_alias")
+
+
+#: the child module a ``Weight("<attr>.weight")`` becomes (added to the migrated module once)
+KEYED_WEIGHT = "KeyedWeight"
+KEYED_WEIGHT_CODE = f'''
+class {KEYED_WEIGHT}(Module[[], Tensor]):
+    """One parameter, keyed ``<attribute>.weight`` as in the checkpoint; added by migrate-v3."""
+
+    def __init__(self, weight: Tensor) -> None:
+        self.weight = weight
+
+    def forward(self) -> Tensor:
+        return self.weight
+'''
+
+
+def _self_attr(node: cst.BaseExpression) -> str | None:
+    """``X`` for ``self.X``."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+@dataclass
+class _ClassKeys:
+    """A class's Weight attributes that keep their V2 key: attribute → key (plain or ``attr.weight``)."""
+
+    renamed: dict[str, str] = field(default_factory=dict)
+    keyed: set[str] = field(default_factory=set)
+    #: ids of ``self.X`` nodes that are assignment targets (left as they are)
+    targets: set[int] = field(default_factory=set)
+
+
+class _ClassScan(cst.CSTVisitor):
+    """``self.X`` assignments and Weight declarations of one class body (nested classes excluded)."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[str, int] = {}
+        self.targets: set[int] = set()
+        self.weights: list[tuple[str, cst.Call]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        attr = _self_attr(target)
+        if attr is not None:
+            self.assigned[attr] = self.assigned.get(attr, 0) + 1
+            self.targets.add(id(target))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._target(t.target)
+        attr = _self_attr(node.targets[0].target) if len(node.targets) == 1 else None
+        if attr is not None and isinstance(node.value, cst.Call):
+            self.weights.append((attr, node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._target(node.target)
+
+
+def _literal_key(call: cst.Call) -> str | None:
+    """The string literal a ``Weight(...)`` call names its weight with."""
+    bound = bind(call, _WEIGHT_PARAMS)
+    arg = bound.args.get("name") if bound is not None else None
+    if arg is None or not isinstance(arg.value, cst.SimpleString):
+        return None
+    value = arg.value.evaluated_value
+    return value if isinstance(value, str) else None
+
+
+def _property(attr: str, key: str, tensor: str) -> cst.FunctionDef:
+    code = f'''
+@property
+def {attr}(self) -> {tensor}:
+    """The parameter ``{key}`` (its checkpoint key) under the attribute name it had before."""
+    return self.{key}
+'''
+    func = cst.parse_statement(code)
+    assert isinstance(func, cst.FunctionDef)
+    return func.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
 
 
 class Parameters(Codemod):
@@ -32,6 +134,39 @@ class Parameters(Codemod):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.targets: list[str | None] = []
+        self.classes: list[_ClassKeys] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        scan = _ClassScan()
+        node.body.visit(scan)
+        defined = {
+            s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef | cst.ClassDef)
+        } | {
+            t.target.value
+            for s in node.body.body if isinstance(s, cst.SimpleStatementLine)
+            for a in s.body if isinstance(a, cst.Assign)
+            for t in a.targets if isinstance(t.target, cst.Name)
+        }
+        keys = _ClassKeys(targets=scan.targets)
+        for attr, call in scan.weights:
+            if graph_symbol(self.qualname(call.func)) != "Weight" or scan.assigned.get(attr) != 1 or attr in defined:
+                continue
+            key = _literal_key(call)
+            if key is None or key == attr:
+                continue
+            if key.isidentifier() and not keyword.iskeyword(key) and key not in scan.assigned and key not in defined:
+                keys.renamed[attr] = key
+            elif key == f"{attr}.weight":
+                keys.keyed.add(attr)
+        self.classes.append(keys)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        keys = self.classes.pop()
+        if not keys.renamed:
+            return updated
+        tensor = self.state.import_name(TENSOR_MODULE, "Tensor")
+        props = [_property(attr, key, tensor) for attr, key in keys.renamed.items()]
+        return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, *props]))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target if len(node.targets) == 1 else None
@@ -42,7 +177,16 @@ class Parameters(Codemod):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         self.targets.pop()
-        return updated
+        attr = _self_attr(original.targets[0].target) if len(original.targets) == 1 else None
+        key = self.classes[-1].renamed.get(attr) if self.classes and attr is not None else None
+        if key is None or not isinstance(original.value, cst.Call):
+            return updated
+        target = updated.targets[0].target
+        assert isinstance(target, cst.Attribute)
+        self.rewrote(original, "MV361", f"self.{attr} = Weight({key!r}): the parameter is self.{key} (its V2 "
+                     f"checkpoint key), {attr} a property that reads it")
+        return updated.with_changes(targets=[updated.targets[0].with_changes(
+            target=target.with_changes(attr=cst.Name(key)))])
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         target = node.target
@@ -66,6 +210,10 @@ class Parameters(Codemod):
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         if self.state.annotation_depth == 0:
+            keys = self.classes[-1] if self.classes else None
+            attr = _self_attr(original)
+            if keys is not None and attr in keys.keyed and id(original) not in keys.targets:
+                return cst.Attribute(value=updated, attr=cst.Name("weight"))
             return updated
         return self._annotation(original, updated)
 
@@ -90,13 +238,22 @@ class Parameters(Codemod):
         attr = self.targets[-1] if self.targets else None
         name_arg = bound.args.get("name")
         key = source(name_arg.value) if name_arg else None
+        keys = self.classes[-1] if self.classes else None
+        keyed = keys is not None and attr in keys.keyed
         if attr is None:
             self.todo("MV361", f"Weight name {key} was the V2 checkpoint key; in V3 the key is the attribute path")
-        elif key is not None and key.strip("'\"") != attr:
+        elif key is not None and key.strip("'\"") != attr and not keyed and not (keys and attr in keys.renamed):
             self.todo("MV361", f"checkpoint key {key} becomes {attr!r} (V3 keys are attribute paths): map it in the weight adapter")
         shape = bound.args["shape"].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
         dtype = as_keyword(bound.args["dtype"], "dtype")
         tensor = self.state.import_name(TENSOR_MODULE, "Tensor")
         self.rewrote(original, "MV360", "Weight(...) → Tensor.zeros(shape, dtype=...)")
         func = cst.Attribute(value=cst.Name(tensor), attr=cst.Name("zeros"))
-        return updated.with_changes(func=func, args=relayout(updated.args, [shape, dtype]))
+        zeros = updated.with_changes(func=func, args=relayout(updated.args, [shape, dtype]))
+        if not keyed:
+            return zeros
+        self.state.import_name("max.experimental.nn", "Module")
+        self.state.helpers[KEYED_WEIGHT] = KEYED_WEIGHT_CODE
+        self.rewrote(original, "MV361", f"Weight({key}) → {KEYED_WEIGHT}(...): the parameter keeps its V2 "
+                     f"checkpoint key; self.{attr} reads become self.{attr}.weight")
+        return cst.Call(func=cst.Name(KEYED_WEIGHT), args=[cst.Arg(zeros)])

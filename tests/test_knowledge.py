@@ -85,3 +85,23 @@ def test_every_auto_layer_symbol_has_an_argument_map() -> None:
     auto = {name for name, sym in K.NN_SYMBOLS.items() if sym.code in {"MV320", "MV340", "MV350", "MV351"}}
     assert auto - mapped == set()
     assert {"Linear", "RMSNorm", "AttentionWithRope"} <= auto
+
+
+def test_attribute_renames_match_installed_classes() -> None:
+    """Each V2 attribute ``ATTRIBUTE_RENAMES`` rewrites exists on the V2 layer and its V3
+    name on the V3 class (both built here: V3 under ``F.lazy()``), and the V2 name does not."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+
+    from migrate_v3.knowledge.layers import ATTRIBUTE_RENAMES
+
+    for name, renames in ATTRIBUTE_RENAMES.items():
+        spec = LAYERS[name]
+        v2 = _v2_classes()[name](kernel_size=1, in_channels=1, out_channels=1, dtype=DType.float32)
+        with F.lazy():
+            v3 = getattr(importlib.import_module(spec.v3_module), spec.v3_name)(
+                kernel_size=1, in_channels=1, out_channels=1
+            )
+        for old, new in renames.items():
+            assert hasattr(v2, old) and not hasattr(v2, new)
+            assert hasattr(v3, new) and not hasattr(v3, old)

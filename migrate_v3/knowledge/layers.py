@@ -272,6 +272,7 @@ LAYERS: dict[str, LayerSpec] = {
                 "kernel_size",
                 "in_channels",
                 "out_channels",
+                "dtype",
                 "stride",
                 "padding",
                 "dilation",
@@ -280,6 +281,8 @@ LAYERS: dict[str, LayerSpec] = {
                 "permute",
                 "name",
             ),
+            # V3 Conv2d takes a dtype (official ports pass it): a conv keeps the dtype V2 gave it
+            drop=frozenset({"device", "devices"}),
         ),
         LayerSpec(
             "MLP",
@@ -459,12 +462,15 @@ STACKED_LINEAR_DEFAULTS = {"linear_cls": "Linear", "quant_config": "None", "clip
 QKV_NAMES = '["q_proj", "k_proj", "v_proj"]'
 QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
 
+#: Attributes a V2 layer has under another name in its V3 class (V2 ``Conv2d`` kept its
+#: filter in ``filter``; V3 ``Conv2d`` in ``weight``): ``self.conv.filter`` reads follow.
+ATTRIBUTE_RENAMES: dict[str, dict[str, str]] = {"Conv2d": {"filter": "weight"}}
+
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",
     "DynamicRotaryEmbedding": "port it locally",
     "StackedLinear": "only q/k/v StackedLinear maps to common_layers.linear.QKVLinear; use separate Linears",
-    "Conv1D": "no V3 class: use F.functional(ops.conv) or port it",
     "Conv3D": "no V3 class: use F.conv3d in a local Module",
     "ConvTranspose1d": "no V3 class: use F.conv2d_transpose in a local Module",
     "WeightNormConvTranspose1d": "no V3 class: port it locally",

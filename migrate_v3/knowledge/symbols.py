@@ -110,7 +110,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "TransformerBlock": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "DistributedTransformer": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "DistributedTransformerBlock": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
-    "Conv1D": Symbol("MV343", None, "no V3 conv1d"),
+    "Conv1D": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "Conv3D": Symbol("MV343", None, "use F.conv3d"),
     "ConvTranspose1d": Symbol("MV343", None, "use F.conv2d_transpose"),
     "WeightNormConvTranspose1d": Symbol("MV343"),

@@ -22,6 +22,7 @@ PORTS: dict[str, str] = {
     "TensorParallelAttentionWithRope": "tensor_parallel_attention",
     "DistributedLogitsPostprocessMixin": "distributed_logits",
     "SigmoidTopKRouter": "sigmoid_router",
+    "Conv1D": "conv1d",
 }
 
 
