@@ -138,3 +138,28 @@ def test_the_speculative_pipeline_config_has_the_draft(tmp_path: Path) -> None:
     assert spec.draft_model is not None and spec.draft_model.max_length == spec.model.max_length
     assert spec.speculative is not None and spec.speculative.speculative_method == "eagle"
     assert spec.model.device_specs[0].device_type == "gpu"
+
+
+def test_a_weight_a_key_error_message_quotes_is_named() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _weight_read
+
+    built = archbuild.Built("v2", "X", failure=archbuild.Failure("load path", (
+        "KeyError: \"Expected NextN norm key 'decoder_layer.self_attn.kv_a_layernorm.weight' not found in "
+        "state_dict. Available keys sample: []...\"")))
+    assert _weight_read(built) == "decoder_layer.self_attn.kv_a_layernorm.weight"
+
+
+@pytest.mark.needs_max
+def test_a_rewritten_checkpoint_is_a_new_directory_with_the_config_as_it_is_now(tmp_path: Path) -> None:
+    import json
+
+    from migrate_v3.verify import archbuild
+
+    ckpt = archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "a")
+    ckpt, _ = ckpt.with_weights({"norm.weight": ((4,), "float32")})
+    ckpt.hf_config.dflash_config = {"mask_token_id": 3}
+    again = ckpt.rewritten(tmp_path / "b")
+    assert again.model_dir != ckpt.model_dir  # MAX keeps a loaded config per path: a new one
+    assert json.loads((again.model_dir / "config.json").read_text())["dflash_config"] == {"mask_token_id": 3}
+    assert again.weights.read_bytes() == ckpt.weights.read_bytes()

@@ -321,6 +321,20 @@ class Checkpoint:
         loaded = write_weights(path, names, seed)
         return dataclasses.replace(self, weights=path), loaded
 
+    def rewritten(self, directory: Path) -> Checkpoint:
+        """This checkpoint in a new directory, with ``hf_config`` as it is now (a field was added).
+
+        A new directory, not the old one rewritten: MAX keeps the config it
+        loaded from a path for the process's lifetime.
+        """
+        import shutil
+
+        model_dir, _ = tiny.checkpoint_dir(self.hf_config, directory)
+        weights = model_dir / self.weights.name
+        if self.weights.resolve() != weights.resolve():
+            shutil.copyfile(self.weights, weights)
+        return dataclasses.replace(self, model_dir=model_dir, weights=weights)
+
 
 def tiny_checkpoint(arch_name: str, package: str, directory: Path,
                     package_dir: Path | None = None) -> Checkpoint:

@@ -152,9 +152,13 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             return
         result.model_type = ckpt.model_type
         result.config_notes = ckpt.notes
-        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}")
+        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}",
+                     package_dir=root / parent / arch)
         # first pass, no weights: which modules, which parameters
         ckpt, first2, first3 = pair.first_pass(ckpt)
+        if pair.filled:
+            result.config_notes.append("fields the V2 load path stopped on for want of, added: "
+                                       + ", ".join(pair.filled))
         if pair.read:
             result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
         roots = pair.roots(first2, first3)
@@ -257,6 +261,23 @@ class _Pair:
     accelerator: bool = False
     #: weights the V2 load path reads before it builds anything (a dtype), given as 1-element tensors
     read: archbuild.Signature = field(default_factory=dict)
+    #: the V2 package's sources (where the config fields its code reads are found)
+    package_dir: Path | None = None
+    #: config fields the V2 load path stopped on for want of, added (``path=value``)
+    filled: list[str] = field(default_factory=list)
+
+    def _fill(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> str | None:
+        """Add the config field a V2 load path that built nothing stopped on for want of
+        (:func:`tiny.missing_field`), once per field; the ``path=value`` added, or None."""
+        from migrate_v3.verify import tiny
+
+        if built.roots or built.failure is None or (found := tiny.missing_field(built.failure.error)) is None:
+            return None
+        owner, path = found
+        if any(f.split("=")[0].endswith(".".join(path)) for f in self.filled):
+            return None  # added once already and still missing: not a field this config can give
+        reads = tiny.package_reads(self.package_dir) if self.package_dir is not None else tiny.ConfigReads()
+        return tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir)
 
     def first_pass(self, ckpt: archbuild.Checkpoint
                    ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
@@ -265,7 +286,10 @@ class _Pair:
         A V2 load path that stops before building anything is tried again
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
-        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8.
+        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8,
+        and each config field it stops on for want of (``'XConfig' object has no
+        attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
+        :func:`tiny.fill_missing`: values derived as the tiny config's own are).
         """
         built2 = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False)
         for accelerator in (False, True):
@@ -276,9 +300,15 @@ class _Pair:
                                         accelerator=True)
             else:
                 retry = built2
-            while (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
-                self.read[name] = ((1,), archbuild.encoding_for(self.entry2))
-                ckpt, _ = ckpt.with_weights(self.read)
+            while len(self.read) + len(self.filled) < 16:
+                if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
+                    self.read[name] = ((1,), archbuild.encoding_for(self.entry2))
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (filled := self._fill(ckpt, retry)) is not None:
+                    self.filled.append(filled)
+                    ckpt = ckpt.rewritten(self.directory / f"config{len(self.filled)}")
+                else:
+                    break
                 retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
                                         accelerator=accelerator)
             if retry.roots or not accelerator:
@@ -376,12 +406,16 @@ class _Pair:
 
 def _weight_read(built: archbuild.Built) -> str | None:
     """The weight name a load path that built nothing stopped on: ``KeyError: 'layers.0.x.weight'``,
-    or a key error that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
+    a key error message that quotes one (``Expected NextN norm key 'a.b.weight' not found``), or one
+    that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
     import re
 
     if built.roots or built.failure is None or not built.failure.error.startswith("KeyError: "):
         return None
     text = built.failure.error.removeprefix("KeyError: ").strip("'\"")
+    quoted = re.search(r"'(\w+(?:\.\w+)*\.(?:weight|bias|\w*scale))'", text)  # a message that quotes it
+    if quoted:
+        return quoted.group(1)
     found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
     return found.group(0) if found else None
 
