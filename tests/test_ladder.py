@@ -163,3 +163,25 @@ def test_a_rewritten_checkpoint_is_a_new_directory_with_the_config_as_it_is_now(
     assert again.model_dir != ckpt.model_dir  # MAX keeps a loaded config per path: a new one
     assert json.loads((again.model_dir / "config.json").read_text())["dflash_config"] == {"mask_token_id": 3}
     assert again.weights.read_bytes() == ckpt.weights.read_bytes()
+
+
+@pytest.mark.needs_max
+def test_a_v3_module_for_a_gpu_device_ref_constructs_while_gpu_refs_are_the_cpu_device() -> None:
+    from max.driver import CPU
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear
+    from max.experimental.tensor import default_device
+    from max.graph import DeviceRef
+    from max.graph import type as graph_type
+
+    from migrate_v3.verify import archbuild
+
+    saved = graph_type.Accelerator
+    with F.lazy(), archbuild.gpu_refs_on_cpu():
+        assert DeviceRef.GPU().to_device() == CPU()
+        with default_device(DeviceRef.GPU()):
+            layer = Linear(4, 4)  # a V3 Tensor holds a Device: without the stand-in this opens an accelerator
+    assert layer.weight.shape == [4, 4]
+    assert graph_type.Accelerator is saved  # scoped
+    with archbuild.gpu_refs_on_cpu(False):
+        assert graph_type.Accelerator is saved

@@ -84,6 +84,8 @@ class Built:
     failure: Failure | None = None
     kv_params: Any = None
     arch_config: Any = None
+    #: built on a GPU device spec (:func:`gpu_refs_on_cpu` in force): replays and traces need it too
+    accelerator: bool = False
 
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
@@ -185,6 +187,34 @@ def cpu_comm() -> Iterator[None]:
         setattr(allreduce, "Accelerator", saved[0])  # noqa: B010
         setattr(allreduce.Signals, "allocate", staticmethod(saved[1]))  # noqa: B010
         setattr(allreduce.MulticastPool, "allocate", staticmethod(saved[2]))  # noqa: B010
+
+
+@contextlib.contextmanager
+def gpu_refs_on_cpu(active: bool = True) -> Iterator[None]:
+    """GPU device refs realised as the CPU device (``DeviceRef.GPU().to_device()``), while active.
+
+    A graph built for a GPU device spec needs no GPU, but a V3 ``Tensor``
+    holds a concrete ``Device`` even under ``F.lazy()``, so constructing a V3
+    module for ``DeviceRef.GPU()`` opens an accelerator (``failed to create
+    device``). With this stand-in the module constructs and traces (its
+    graph keeps the GPU refs); nothing can compile or run that way. Used
+    only for load paths that refuse a CPU spec (:attr:`Built.accelerator`).
+    """
+    if not active:
+        yield
+        return
+    from max.driver import CPU
+    from max.graph import type as graph_type
+
+    def cpu(id: int = 0) -> Any:  # noqa: A002 - Accelerator's own keyword
+        return CPU()
+
+    saved = graph_type.Accelerator
+    setattr(graph_type, "Accelerator", cpu)  # noqa: B010 - a scoped stand-in
+    try:
+        yield
+    finally:
+        setattr(graph_type, "Accelerator", saved)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -433,7 +463,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     from max.graph.weights.format import WeightsFormat
     from max.nn.transformer import ReturnLogits
 
-    out = Built(side, entry.name)
+    out = Built(side, entry.name, accelerator=accelerator)
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, encoding_for(entry),
                                   MAX_SEQ_LEN, accelerator, checkpoint.speculative)
@@ -469,7 +499,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     # could not find must not stop it from building the rest
     lenient = lenient_loads(base) if side == "v2" or not adapt_weights else contextlib.nullcontext()
     try:
-        with _scope(side, out.compiles), record_constructions(base, captures), lenient:
+        with _scope(side, out.compiles, accelerator=accelerator), record_constructions(base, captures), lenient:
             cls.__init__(pm, **kwargs)
     except Exception as exc:  # noqa: BLE001 - where the load path stops is the finding
         out.failure = failure("load path", exc, prefer)
@@ -493,16 +523,18 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
 
 
 @contextlib.contextmanager
-def _scope(side: str, compiles: list[CompileCall], dtype: Any = None) -> Iterator[None]:
-    """CPU stand-ins for accelerator handles; for V3 also ``F.lazy()``, recorded compiles, dtype."""
+def _scope(side: str, compiles: list[CompileCall], dtype: Any = None, accelerator: bool = False
+           ) -> Iterator[None]:
+    """CPU stand-ins for accelerator handles (and, on a GPU spec, GPU device refs); for V3 also
+    ``F.lazy()``, recorded compiles, dtype."""
     if side == "v2":
-        with cpu_comm():
+        with cpu_comm(), gpu_refs_on_cpu(accelerator):
             yield
         return
     from max.experimental import functional as F
     from max.experimental.tensor import default_dtype
 
-    with F.lazy(), record_v3_compiles(compiles), cpu_comm():
+    with F.lazy(), record_v3_compiles(compiles), cpu_comm(), gpu_refs_on_cpu(accelerator):
         if dtype is None:
             yield
         else:
@@ -575,7 +607,7 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
             kwargs["kv_params"] = kv
             how += ", and the pipeline's kv_params"
     try:
-        with _scope("v3", [], dtype):
+        with _scope("v3", [], dtype, accelerator=built3.accelerator):
             module = v3_cls(*args, **kwargs)
             module.to(CPU())
         return module, None, how
@@ -583,14 +615,12 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
         return None, failure(f"construct {v3_cls.__name__}", exc, prefer), how
 
 
-def trace(root: Any, types: tuple[Any, ...], dtype: Any = None) -> None:
-    """``Module.trace`` (the front half of ``compile``), under the default dtype compile had."""
-    if dtype is None:
-        root.trace(*types)
-        return
+def trace(root: Any, types: tuple[Any, ...], dtype: Any = None, accelerator: bool = False) -> None:
+    """``Module.trace`` (the front half of ``compile``), under the default dtype compile had
+    (and :func:`gpu_refs_on_cpu` for a root built on a GPU spec)."""
     from max.experimental.tensor import default_dtype
 
-    with default_dtype(dtype):
+    with gpu_refs_on_cpu(accelerator), default_dtype(dtype) if dtype is not None else contextlib.nullcontext():
         root.trace(*types)
 
 

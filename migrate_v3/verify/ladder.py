@@ -167,7 +167,8 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             return
         # second pass: a checkpoint with every weight either side has, as both adapters read it
         if pair.accelerator:
-            result.config_notes.append("GPU device spec (devices CPU): the V2 load path refuses a CPU spec")
+            result.config_notes.append("GPU device spec (devices CPU; GPU device refs realised as the CPU device "
+                                       "while building and tracing): the V2 load path refuses a CPU spec")
         try:
             names = pair.checkpoint(ckpt, roots)
         except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
@@ -516,7 +517,7 @@ def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, bu
         return False
     dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
     try:
-        archbuild.trace(module3, types, dtype)
+        archbuild.trace(module3, types, dtype, built3.accelerator)
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
@@ -570,6 +571,10 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
     from migrate_v3.verify.tensors import to_numpy
 
     name = root.name
+    if built3.accelerator:
+        result.steps.append(Step("L5", False, f"{name}: built on a GPU device spec (the V2 load path refuses a "
+                                 "CPU one): compiling and running it needs a GPU", side="v2"))
+        return
     call = next((c for c in built3.compiles if c.module is root.v3 and c.weights is not None), None)
     own = set(root.v2.module.raw_state_dict())
     registry = next((r for r in built2.registries if own <= set(r)), None)
