@@ -194,10 +194,15 @@ def test_a_fill_the_configs_own_validation_refuses_is_undone() -> None:
 
 def test_the_config_field_a_load_path_stops_on_is_read_from_its_error() -> None:
     assert tiny.missing_field("AttributeError: 'CLIPVisionConfig' object has no attribute 'rope_theta'") == (
-        "CLIPVisionConfig", ("rope_theta",))
-    assert tiny.missing_field("ValueError: vision_config not found in huggingface_config") == ("", ("vision_config",))
+        "CLIPVisionConfig", ("rope_theta",), None)
+    assert tiny.missing_field("ValueError: vision_config not found in huggingface_config") == (
+        "", ("vision_config",), None)
     assert tiny.missing_field("ValueError: DFlash draft HF config is missing ``dflash_config.mask_token_id``.") == (
-        "", ("dflash_config", "mask_token_id"))
+        "", ("dflash_config", "mask_token_id"), None)
+    assert tiny.missing_field("ValueError: DSpark Gemma4 drafter requires attention_k_eq_v=true.") == (
+        "", ("attention_k_eq_v",), True)  # the value it asks for
+    assert tiny.missing_field("ValueError: Expected a speculators checkpoint with speculators_model_type='dspark', "
+                              "got None.") == ("", ("speculators_model_type",), "dspark")
     assert tiny.missing_field("ValueError: mrope_section [2, 3, 3] must sum to 2") is None
 
 
@@ -210,6 +215,7 @@ def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows
         "dflash_config.target_layer_ids=[0, 1]")  # every layer of the tiny depth
     assert config.dflash_config == {"mask_token_id": 255, "target_layer_ids": [0, 1]}
     assert tiny.fill_missing(config, "LlamaModel", ("norm_method",), reads) is None  # not a config: no fill
+    assert tiny.fill_missing(config, "", ("attention_k_eq_v",), reads, wanted=True) == "attention_k_eq_v=True"
     composite = tiny.tiny_hf_config("llava")
     vision = type(composite.vision_config).__name__
     assert tiny.fill_missing(composite, vision, ("rope_theta",), reads) == "vision_config.rope_theta=10000.0"

@@ -23,6 +23,7 @@ no pipeline model: its root classes are built the way ``verify`` builds them.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import tempfile
 import time
@@ -266,6 +267,13 @@ class _Pair:
     package_dir: Path | None = None
     #: config fields the V2 load path stopped on for want of, added (``path=value``)
     filled: list[str] = field(default_factory=list)
+    #: the V2 load path insists on its weight adapter even on the first pass (it asserts one)
+    adapter_first: bool = False
+
+    def _build2(self, ckpt: archbuild.Checkpoint, accelerator: bool) -> archbuild.Built:
+        """The V2 side on a first-pass checkpoint (no adapter unless it insists on one)."""
+        return archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=self.adapter_first,
+                               accelerator=accelerator)
 
     def _fill(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> str | None:
         """Add the config field a V2 load path that built nothing stopped on for want of
@@ -274,11 +282,11 @@ class _Pair:
 
         if built.roots or built.failure is None or (found := tiny.missing_field(built.failure.error)) is None:
             return None
-        owner, path = found
+        owner, path, value = found
         if any(f.split("=")[0].endswith(".".join(path)) for f in self.filled):
             return None  # added once already and still missing: not a field this config can give
         reads = tiny.package_reads(self.package_dir) if self.package_dir is not None else tiny.ConfigReads()
-        return tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir)
+        return tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir, value)
 
     def first_pass(self, ckpt: archbuild.Checkpoint
                    ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
@@ -293,12 +301,14 @@ class _Pair:
         :func:`tiny.fill_missing`: values derived as the tiny config's own are).
         """
         built2 = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False)
+        if not built2.roots and built2.failure is not None and _ADAPTER.search(built2.failure.error):
+            self.adapter_first = True  # a load path that insists on its weight adapter gets it
+            built2 = self._build2(ckpt, False)
         for accelerator in (False, True):
             if accelerator:
                 if built2.roots or built2.failure is None:
                     break
-                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
-                                        accelerator=True)
+                retry = self._build2(ckpt, True)
             else:
                 retry = built2
             while len(self.read) + len(self.filled) < 16:
@@ -310,8 +320,7 @@ class _Pair:
                     ckpt = ckpt.rewritten(self.directory / f"config{len(self.filled)}")
                 else:
                     break
-                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
-                                        accelerator=accelerator)
+                retry = self._build2(ckpt, accelerator)
             if retry.roots or not accelerator:
                 built2, self.accelerator = retry, accelerator
         built3 = archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer, adapt_weights=False,
@@ -403,6 +412,10 @@ class _Pair:
                 v3.update(sides.v3_signature(r.v3))
         return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
                                           self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
+
+
+#: A load path that stops because it was given no weight adapter says so.
+_ADAPTER = re.compile(r"\badapter\b", re.IGNORECASE)
 
 
 def _weight_read(built: archbuild.Built) -> str | None:

@@ -570,32 +570,39 @@ def derived(name: str, config: Any) -> tuple[bool, Any]:
 
 
 #: What a load path says when the config lacks a field: ``'XConfig' object has no attribute 'f'``,
-#: ``f not found in huggingface_config``, ``missing ``a.b````.
+#: ``f not found in huggingface_config``, ``missing ``a.b````; or wants one value of it:
+#: ``requires f=true``, ``expected ... f='x', got None``.
 _MISSING = (
     re.compile(r"AttributeError: '(?P<owner>\w+)' object has no attribute '(?P<path>\w+)'"),
     re.compile(r"\b(?P<path>\w+) (?:not found|is missing|missing) (?:in|from) (?:the )?"
                r"(?:hugging ?face|hf)_?config", re.IGNORECASE),
     re.compile(r"config is missing `+(?P<path>[\w.]+)`+", re.IGNORECASE),
+    re.compile(r"\brequires (?P<path>\w+)=(?P<value>true|false)\b", re.IGNORECASE),
+    re.compile(r"\b(?P<path>\w+)='(?P<value>[\w.-]+)', got None\b"),
 )
 
 
-def missing_field(error: str) -> tuple[str, tuple[str, ...]] | None:
-    """(owner class name or "", dotted path) of the config field a load path's error says is missing."""
+def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
+    """(owner class name or "", dotted path, the value the error asks for or None) of the config
+    field a load path's error says is missing or wants."""
     for pattern in _MISSING:
         found = pattern.search(error)
         if found:
             groups = found.groupdict()
-            return groups.get("owner") or "", tuple(groups["path"].split("."))
+            value = groups.get("value")
+            wanted = {"true": True, "false": False}.get(value.lower(), value) if value is not None else None
+            return groups.get("owner") or "", tuple(groups["path"].split(".")), wanted
     return None
 
 
 def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigReads,
-                 package_dir: Path | None = None) -> str | None:
+                 package_dir: Path | None = None, wanted: Any = None) -> str | None:
     """Give ``config`` the field a load path stopped on (:func:`missing_field`); the ``path=value``
     set, or None when ``owner`` is not this config nor one of its sub-configs, or no value follows.
 
     The value comes as for :func:`fill_reads` (a sub-config's, a tiny width, :func:`derived`, the
-    package's defaults); a missing ``*_config`` sub-config is the same sub-config of a sibling
+    package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
+    sub-config is the same sub-config of a sibling
     package's model type (the model type the package builds on); ``a.b`` sets key ``b`` of the
     dict ``a`` (made when absent).
     """
@@ -613,7 +620,9 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
             table = {}
             setattr(holder, outer[0], table)
     context = holder if isinstance(table, dict) else table
-    if _SUBCONFIG.match(name) and not outer:
+    if wanted is not None:
+        ok, value = True, wanted
+    elif _SUBCONFIG.match(name) and not outer:
         ok, value = _sibling_sub_config(name, package_dir)
     else:
         ok, value = _fill_value(name, context, reads)
