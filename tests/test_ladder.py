@@ -185,3 +185,18 @@ def test_a_v3_module_for_a_gpu_device_ref_constructs_while_gpu_refs_are_the_cpu_
     assert graph_type.Accelerator is saved  # scoped
     with archbuild.gpu_refs_on_cpu(False):
         assert graph_type.Accelerator is saved
+
+
+@pytest.mark.needs_max
+def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_path: Path) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    def adapter(state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # gate. -> gate.gate_score.
+        return {k.removeprefix("model.").replace("gate.", "gate.gate_score."): v.data()
+                for k, v in state_dict.items() if k.startswith("model.") and "gate_score" not in k}
+
+    v2 = {"layers.0.mlp.gate.gate_score.weight": ((4, 8), "float32")}
+    names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
+    assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}

@@ -779,6 +779,14 @@ def _candidates(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> li
     return list(dict.fromkeys(p + t for t in tails for p in prefixes))
 
 
+def _segment_dropped(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> list[str]:
+    """:func:`_candidates` of ``key`` with one inner segment left out: an adapter that inserts a
+    segment (``mlp.gate.weight`` -> ``mlp.gate.gate_score.weight``) reads them."""
+    parts = key.split(".")
+    shorter = [".".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts) - 1)]
+    return list(dict.fromkeys(n for k in shorter for n in _candidates(k, prefixes)))
+
+
 def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     """The shape, then its other axis orders (an adapter may transpose a weight)."""
     import itertools
@@ -829,6 +837,10 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
     covered: set[str] = set()
     for key, (shape, dtype) in v2.items():
         found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf)
+        if not found and adapter2 is not None:  # the adapter inserts a segment: try names without one
+            shorter = _segment_dropped(key, probe.prefixes)
+            probe.ensure([(n, shape, dtype) for n in shorter])
+            found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf, shorter)
         name, alt = _choose(found, probe, adapter3, v3, pc, hf) if found else (key, shape)
         out[name] = (alt, dtype)
         if adapter3 is not None:
@@ -848,7 +860,7 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
 
 
 def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...], str], pc: Any,
-               hf: Any) -> list[tuple[str, tuple[int, ...]]]:
+               hf: Any, names: list[str] | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """(checkpoint name, shape) pairs that ``adapter`` maps to exactly ``key`` with ``sig``'s shape.
 
     A name the adapter maps to ``key`` in another shape (it transposes) is
@@ -857,7 +869,7 @@ def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...]
     if adapter is None:
         return [(key, sig[0])]
     found = []
-    for name in _candidates(key, probe.prefixes):
+    for name in names if names is not None else _candidates(key, probe.prefixes):
         try:
             got = probe.run(adapter, name, sig[0], pc, hf)
         except Exception:  # noqa: BLE001 - this candidate is not a checkpoint name
