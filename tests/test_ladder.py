@@ -200,3 +200,27 @@ def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_pa
     v2 = {"layers.0.mlp.gate.gate_score.weight": ((4, 8), "float32")}
     names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
     assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
+
+
+def test_a_v2_graph_that_mixes_devices_on_a_cpu_spec_is_built_on_a_gpu_spec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    calls: list[tuple[str, bool]] = []
+
+    def build(entry: Any, side: str, ckpt: Any, *args: Any, accelerator: bool = False, **kwargs: Any
+              ) -> archbuild.Built:
+        calls.append((side, accelerator))
+        out = archbuild.Built(side, "X", roots=[archbuild.Capture(object(), (), {})], accelerator=accelerator)
+        if side == "v2" and not accelerator:  # its code puts the image inputs on DeviceRef.GPU() itself
+            out.failure = archbuild.Failure("load path", "ValueError: Input values must be on the same device")
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
+    _, built2, built3 = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
+    assert pair.accelerator and built2.failure is None and built3.accelerator
+    assert calls == [("v2", False), ("v2", True), ("v3", True)]

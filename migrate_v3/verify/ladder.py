@@ -292,7 +292,8 @@ class _Pair:
                    ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
         """Both sides on the empty checkpoint (no adapters): which modules, which parameters.
 
-        A V2 load path that stops before building anything is tried again
+        A V2 load path that stops before building anything, or whose graph mixes
+        devices (its code places inputs on a GPU itself), is tried again
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
         read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8,
@@ -306,7 +307,7 @@ class _Pair:
             built2 = self._build2(ckpt, False)
         for accelerator in (False, True):
             if accelerator:
-                if built2.roots or built2.failure is None:
+                if built2.failure is None or (built2.roots and not _MIXED_DEVICES.search(built2.failure.error)):
                     break
                 retry = self._build2(ckpt, True)
             else:
@@ -414,6 +415,9 @@ class _Pair:
                                           self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
 
 
+#: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
+#: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
+_MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)
 #: A load path that stops because it was given no weight adapter says so.
 _ADAPTER = re.compile(r"\badapter\b", re.IGNORECASE)
 
