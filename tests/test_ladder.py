@@ -197,7 +197,7 @@ def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_pa
         return {k.removeprefix("model.").replace("gate.", "gate.gate_score."): v.data()
                 for k, v in state_dict.items() if k.startswith("model.") and "gate_score" not in k}
 
-    v2 = {"layers.0.mlp.gate.gate_score.weight": ((4, 8), "float32")}
+    v2: archbuild.Signature = {"layers.0.mlp.gate.gate_score.weight": ((4, 8), "float32")}
     names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
     assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
 
