@@ -224,3 +224,24 @@ def test_a_v2_graph_that_mixes_devices_on_a_cpu_spec_is_built_on_a_gpu_spec(
     _, built2, built3 = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
     assert pair.accelerator and built2.failure is None and built3.accelerator
     assert calls == [("v2", False), ("v2", True), ("v3", True)]
+
+
+def test_a_v2_reference_that_refuses_a_cpu_reports_where_it_stops_on_a_gpu_spec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    def build(entry: Any, side: str, ckpt: Any, *args: Any, accelerator: bool = False, **kwargs: Any
+              ) -> archbuild.Built:
+        out = archbuild.Built(side, "X", accelerator=accelerator)
+        out.failure = archbuild.Failure("load path", "ValueError: DeepSeekV3.2 sparse attention requires a "
+                                        "quantization config." if accelerator else
+                                        "ValueError: DeepseekV2 currently only supported on gpu.")
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
+    _, built2, _ = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
+    assert pair.accelerator and built2.failure is not None and "sparse attention" in built2.failure.error

@@ -179,8 +179,9 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
                                   f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
             return
-        names.update({r: sig for r, sig in pair.read.items()  # unless a real weight of that name is there
-                      if not any(n == r or n.endswith("." + r) for n in names)})
+        # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
+        names.update({r: sig for r, sig in pair.read.items()
+                      if not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
@@ -269,6 +270,8 @@ class _Pair:
     filled: list[str] = field(default_factory=list)
     #: the V2 load path insists on its weight adapter even on the first pass (it asserts one)
     adapter_first: bool = False
+    #: the V2 roots' own weight names (before any adapter), once :meth:`checkpoint` ran
+    own2: set[str] = field(default_factory=set)
 
     def _build2(self, ckpt: archbuild.Checkpoint, accelerator: bool) -> archbuild.Built:
         """The V2 side on a first-pass checkpoint (no adapter unless it insists on one)."""
@@ -322,7 +325,9 @@ class _Pair:
                 else:
                     break
                 retry = self._build2(ckpt, accelerator)
-            if retry.roots or not accelerator:
+            refused = built2.failure is not None and ACCELERATOR_ONLY.search(built2.failure.error)
+            if retry.roots or not accelerator or (refused and not built2.roots):
+                # on a GPU spec it builds, or it stops later than the CPU spec's refusal: that is its cause
                 built2, self.accelerator = retry, accelerator
         built3 = archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer, adapt_weights=False,
                                  accelerator=self.accelerator)
@@ -411,10 +416,14 @@ class _Pair:
             v2.update(sides.v2_signature(r.v2.module))
             if r.v3 is not None:
                 v3.update(sides.v3_signature(r.v3))
+        self.own2 = set(v2)
         return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
                                           self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
 
 
+#: A V2 reference that refuses to build without an accelerator says so (``only supported on gpu``,
+#: ``runs only on NVIDIA SM100``).
+ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b", re.IGNORECASE)
 #: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
 #: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
 _MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)
