@@ -203,6 +203,8 @@ def test_the_config_field_a_load_path_stops_on_is_read_from_its_error() -> None:
         "", ("attention_k_eq_v",), True)  # the value it asks for
     assert tiny.missing_field("ValueError: Expected a speculators checkpoint with speculators_model_type='dspark', "
                               "got None.") == ("", ("speculators_model_type",), "dspark")
+    assert tiny.missing_field("ValueError: DFlash2 draft HF config declares no ``dflash_config.block_size``.") == (
+        "", ("dflash_config", "block_size"), None)
     assert tiny.missing_field("ValueError: mrope_section [2, 3, 3] must sum to 2") is None
 
 
@@ -216,6 +218,8 @@ def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows
     assert config.dflash_config == {"mask_token_id": 255, "target_layer_ids": [0, 1]}
     assert tiny.fill_missing(config, "LlamaModel", ("norm_method",), reads) is None  # not a config: no fill
     assert tiny.fill_missing(config, "", ("attention_k_eq_v",), reads, wanted=True) == "attention_k_eq_v=True"
+    # a tower the config class does not declare would come back from config.json as a plain dict
+    assert tiny.fill_missing(config, "", ("vision_config",), reads) is None and "vision_config" not in vars(config)
     composite = tiny.tiny_hf_config("llava")
     vision = type(composite.vision_config).__name__
     assert tiny.fill_missing(composite, vision, ("rope_theta",), reads) == "vision_config.rope_theta=10000.0"

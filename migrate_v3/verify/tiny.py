@@ -359,6 +359,8 @@ SHAPED: dict[str, Any] = {
     # rope parameters a non-default rope type reads (``rope_scaling["factor"]``, ...): identity scaling
     "factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
     "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
+    # a speculative draft's block: the 2 speculative tokens of tiny.pipeline_config, plus one
+    "block_size": 3,
 }
 
 
@@ -576,7 +578,7 @@ _MISSING = (
     re.compile(r"AttributeError: '(?P<owner>\w+)' object has no attribute '(?P<path>\w+)'"),
     re.compile(r"\b(?P<path>\w+) (?:not found|is missing|missing) (?:in|from) (?:the )?"
                r"(?:hugging ?face|hf)_?config", re.IGNORECASE),
-    re.compile(r"config is missing `+(?P<path>[\w.]+)`+", re.IGNORECASE),
+    re.compile(r"config (?:is missing|declares no) `+(?P<path>[\w.]+)`+", re.IGNORECASE),
     re.compile(r"\brequires (?P<path>\w+)=(?P<value>true|false)\b", re.IGNORECASE),
     re.compile(r"\b(?P<path>\w+)='(?P<value>[\w.-]+)', got None\b"),
 )
@@ -602,7 +604,7 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
 
     The value comes as for :func:`fill_reads` (a sub-config's, a tiny width, :func:`derived`, the
     package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
-    sub-config is the same sub-config of a sibling
+    sub-config the config class declares is the same sub-config of a sibling
     package's model type (the model type the package builds on); ``a.b`` sets key ``b`` of the
     dict ``a`` (made when absent).
     """
@@ -623,7 +625,9 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     if wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
-        ok, value = _sibling_sub_config(name, package_dir)
+        # only a tower the config class declares: it is read back as a config, not a dict
+        declared = name in (getattr(type(holder), "sub_configs", None) or {})
+        ok, value = _sibling_sub_config(name, package_dir) if declared else (False, None)
     else:
         ok, value = _fill_value(name, context, reads)
     if not ok:
