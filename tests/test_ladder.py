@@ -245,3 +245,57 @@ def test_a_v2_reference_that_refuses_a_cpu_reports_where_it_stops_on_a_gpu_spec(
     pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
     _, built2, _ = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
     assert pair.accelerator and built2.failure is not None and "sparse attention" in built2.failure.error
+
+
+def test_a_module_constructed_inside_another_roots_constructor_is_not_a_root() -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    class Layer:  # V2 modules, as far as roots_of looks: what they contain
+        def named_modules(self) -> list[tuple[str, Any]]:
+            return [("", self)]
+
+    class Shard(Layer):
+        pass
+
+    root = archbuild.Capture(Layer(), (), {})
+    shard = archbuild.Capture(Shard(), (), {}, parent=root)  # kept in a plain list: not a child
+    other = archbuild.Capture(Layer(), (), {})
+    roots = archbuild.roots_of([root, shard, other], "v2", lambda cls: True)
+    assert [c.module for c in roots] == [root.module, other.module]
+
+
+def test_an_architecture_that_builds_only_quantized_gets_an_fp8_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, tiny
+    from migrate_v3.verify.ladder import _Pair
+
+    seen: list[str | None] = []
+
+    def build(entry: Any, side: str, ckpt: archbuild.Checkpoint, *args: Any, accelerator: bool = False,
+              **kwargs: Any) -> archbuild.Built:
+        seen.append(ckpt.encoding)
+        out = archbuild.Built(side, "X", accelerator=accelerator)
+        if getattr(ckpt.hf_config, "quantization_config", None) is None:
+            out.failure = archbuild.Failure("load path", "ValueError: expected a `quantization_config` field in "
+                                            "Hugging Face config when the dtype is float8")
+        else:
+            out.roots = [archbuild.Capture(object(), (), {})]
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    entry = SimpleNamespace(supported_encodings=["float8_e4m3fn"], default_encoding="float8_e4m3fn")
+    pair = _Pair(entry, None, ("p",), (), tmp_path, "p.x")
+    ckpt = archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "ckpt")
+    ckpt, built2, _ = pair.first_pass(ckpt)
+    assert built2.roots and ckpt.encoding == "float8_e4m3fn" and seen[-1] == "float8_e4m3fn"
+    assert ckpt.hf_config.quantization_config == tiny.FP8_BLOCK_SCALED
+    assert pair.read["weight_scale_inv"] == ((1,), "float32")  # its parser reads the scales' dtype
+    bf16_only = _Pair(SimpleNamespace(supported_encodings=["bfloat16"], default_encoding="bfloat16"), None,
+                      ("p",), (), tmp_path, "p.y")
+    _, built, _ = bf16_only.first_pass(archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "c2"))
+    assert not built.roots and built.failure is not None  # no float8 encoding: no quantized checkpoint

@@ -66,6 +66,8 @@ class Capture:
     module: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    #: the recorded module whose constructor was running when this one was constructed
+    parent: Capture | None = None
 
 
 @dataclass
@@ -115,20 +117,25 @@ def _subclasses(base: type) -> list[type]:
     return out
 
 
-def _recording(init: Callable[..., None], out: list[Capture], seen: set[int]) -> Callable[..., None]:
+def _recording(init: Callable[..., None], out: list[Capture], seen: set[int],
+               building: list[Capture]) -> Callable[..., None]:
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - stands in for __init__
         capture = None
         if id(self) not in seen:  # the most derived __init__ sees the constructor's arguments
             seen.add(id(self))
-            capture = Capture(self, args, kwargs)
+            capture = Capture(self, args, kwargs, building[-1] if building else None)
             out.append(capture)  # (before its children: the list stays in construction order)
+            building.append(capture)
         try:
             init(self, *args, **kwargs)
         except BaseException:
             if capture is not None:  # a module whose constructor raised was never built
                 out[:] = [c for c in out if c is not capture]
             raise
+        finally:
+            if capture is not None:
+                building.remove(capture)
 
     return __init__
 
@@ -141,13 +148,14 @@ def record_constructions(base: type, out: list[Capture]) -> Iterator[None]:
     so the arguments are the ones the constructor got.
     """
     seen: set[int] = set()
+    building: list[Capture] = []
     patched: list[tuple[type, Any]] = []
     for cls in dict.fromkeys(_subclasses(base)):
         init = vars(cls).get("__init__")
         if init is None or not inspect.isfunction(init):
             continue
         patched.append((cls, init))
-        type.__setattr__(cls, "__init__", _recording(init, out, seen))
+        type.__setattr__(cls, "__init__", _recording(init, out, seen, building))
     try:
         yield
     finally:
@@ -341,6 +349,8 @@ class Checkpoint:
     notes: list[str] = field(default_factory=list)
     #: the speculative method the package is built for (a draft model is configured), if any
     speculative: str | None = None
+    #: the encoding both sides are built with, when not :func:`encoding_for`'s (a quantized one)
+    encoding: str | None = None
 
     def with_weights(self, names: Signature, seed: int | None = None) -> tuple[Checkpoint, Any]:
         """This checkpoint with tensors under ``names`` (and the loaded ``Weights``).
@@ -425,10 +435,23 @@ def roots_of(captures: list[Capture], side: str, keep: Callable[[type], bool]) -
     """The top modules of the architecture tree among those recorded.
 
     A root is recorded, defined under the architecture tree, contained by no
-    other recorded module, and not of a class that occurs inside another root
-    (a V2 layer's per-device shards are built as modules of their own).
+    other recorded module, not constructed while the constructor of another
+    such module ran (per-device shards a layer keeps in a plain list), and
+    not of a class that occurs inside another root (a V2 layer's per-device
+    shards are built as modules of their own).
     """
     mine = [c for c in captures if keep(type(c.module))]
+    mine_ids = {id(c) for c in mine}
+
+    def built_inside(c: Capture) -> bool:
+        parent = c.parent
+        while parent is not None:
+            if id(parent) in mine_ids:
+                return True
+            parent = parent.parent
+        return False
+
+    mine = [c for c in mine if not built_inside(c)]
     inside: set[int] = set()
     classes_inside: dict[int, set[type]] = {}
     for c in captures:
@@ -465,7 +488,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
 
     out = Built(side, entry.name, accelerator=accelerator)
     try:
-        pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, encoding_for(entry),
+        pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
                                   MAX_SEQ_LEN, accelerator, checkpoint.speculative)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)

@@ -22,6 +22,7 @@ no pipeline model: its root classes are built the way ``verify`` builds them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -273,6 +274,29 @@ class _Pair:
     #: the V2 roots' own weight names (before any adapter), once :meth:`checkpoint` ran
     own2: set[str] = field(default_factory=set)
 
+    def _stand_in_dtype(self, ckpt: archbuild.Checkpoint) -> str:
+        """The dtype of a weight read before building: the checkpoint's, bfloat16 in a float8 one
+        (an FP8 checkpoint keeps its norms and biases in bfloat16)."""
+        encoding = ckpt.encoding or archbuild.encoding_for(self.entry2)
+        return "bfloat16" if encoding.startswith("float8") else encoding
+
+    def _quantized(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> archbuild.Checkpoint | None:
+        """The checkpoint as an FP8 block-scaled one (:data:`tiny.FP8_BLOCK_SCALED`, float8
+        encoding, one weight scale), when a V2 load path that built nothing says it needs a
+        quantization config and the architecture supports float8; else None."""
+        from migrate_v3.verify import tiny
+
+        encodings = {str(e) for e in getattr(self.entry2, "supported_encodings", ()) or ()}
+        if (built.roots or built.failure is None or not _NEEDS_QUANTIZATION.search(built.failure.error)
+                or "float8_e4m3fn" not in encodings or ckpt.encoding == "float8_e4m3fn"):
+            return None
+        ckpt.hf_config.quantization_config = dict(tiny.FP8_BLOCK_SCALED)
+        self.filled.append(f"quantization_config={tiny.FP8_BLOCK_SCALED!r} (encoding float8_e4m3fn)")
+        ckpt = dataclasses.replace(ckpt.rewritten(self.directory / "fp8"), encoding="float8_e4m3fn")
+        self.read["weight_scale_inv"] = ((1,), "float32")  # the parser reads the scales' dtype
+        ckpt, _ = ckpt.with_weights(self.read)
+        return ckpt
+
     def _build2(self, ckpt: archbuild.Checkpoint, accelerator: bool) -> archbuild.Built:
         """The V2 side on a first-pass checkpoint (no adapter unless it insists on one)."""
         return archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=self.adapter_first,
@@ -317,8 +341,10 @@ class _Pair:
                 retry = built2
             while len(self.read) + len(self.filled) < 16:
                 if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
-                    self.read[name] = ((1,), archbuild.encoding_for(self.entry2))
+                    self.read[name] = ((1,), self._stand_in_dtype(ckpt))
                     ckpt, _ = ckpt.with_weights(self.read)
+                elif (quantized := self._quantized(ckpt, retry)) is not None:
+                    ckpt = quantized
                 elif (filled := self._fill(ckpt, retry)) is not None:
                     self.filled.append(filled)
                     ckpt = ckpt.rewritten(self.directory / f"config{len(self.filled)}")
@@ -359,7 +385,7 @@ class _Pair:
     def pipeline_config(self, ckpt: archbuild.Checkpoint) -> Any:
         from migrate_v3.verify import tiny
 
-        return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, archbuild.encoding_for(self.entry2),
+        return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, ckpt.encoding or archbuild.encoding_for(self.entry2),
                                     archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
@@ -427,6 +453,9 @@ ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\
 #: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
 #: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
 _MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)
+#: A load path that stops for want of a quantization config (a float8-only architecture, or
+#: layers that only exist quantized) says so.
+_NEEDS_QUANTIZATION = re.compile(r"requires a quantization config|expected a `?quantization_config`?", re.IGNORECASE)
 #: A load path that stops because it was given no weight adapter says so.
 _ADAPTER = re.compile(r"\badapter\b", re.IGNORECASE)
 

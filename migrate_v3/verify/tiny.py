@@ -364,6 +364,12 @@ SHAPED: dict[str, Any] = {
 }
 
 
+#: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
+#: architectures that build only quantized: the one block size MAX's FP8 parser accepts.
+FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                    "weight_block_size": [128, 128]}
+
+
 @dataclasses.dataclass
 class ConfigReads:
     """What an architecture's code reads from its Hugging Face config, found statically.
