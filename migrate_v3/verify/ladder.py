@@ -577,7 +577,8 @@ def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, bu
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
         return False
-    result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}"))
+    spec = " on a GPU spec (GPU device refs realised as the CPU device)" if built3.accelerator else ""
+    result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}{spec}"))
     return True
 
 
