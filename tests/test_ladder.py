@@ -299,3 +299,17 @@ def test_an_architecture_that_builds_only_quantized_gets_an_fp8_checkpoint(
                       ("p",), (), tmp_path, "p.y")
     _, built, _ = bf16_only.first_pass(archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "c2"))
     assert not built.roots and built.failure is not None  # no float8 encoding: no quantized checkpoint
+
+
+def test_the_layers_of_a_root_whose_constructor_raised_are_not_roots() -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    class Layer:
+        def named_modules(self) -> list[tuple[str, Any]]:
+            return [("", self)]
+
+    failed = archbuild.Capture(Layer(), (), {})  # its constructor raised: no longer among the captures
+    attention = archbuild.Capture(Layer(), (), {}, parent=failed)
+    assert archbuild.roots_of([attention], "v2", lambda cls: True) == []

@@ -436,17 +436,17 @@ def roots_of(captures: list[Capture], side: str, keep: Callable[[type], bool]) -
 
     A root is recorded, defined under the architecture tree, contained by no
     other recorded module, not constructed while the constructor of another
-    such module ran (per-device shards a layer keeps in a plain list), and
+    such module ran (per-device shards a layer keeps in a plain list; the
+    layers of a root whose constructor raised), and
     not of a class that occurs inside another root (a V2 layer's per-device
     shards are built as modules of their own).
     """
     mine = [c for c in captures if keep(type(c.module))]
-    mine_ids = {id(c) for c in mine}
 
-    def built_inside(c: Capture) -> bool:
+    def built_inside(c: Capture) -> bool:  # (a constructor that raised took its capture away: still inside)
         parent = c.parent
         while parent is not None:
-            if id(parent) in mine_ids:
+            if keep(type(parent.module)):
                 return True
             parent = parent.parent
         return False
