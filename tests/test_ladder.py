@@ -313,3 +313,20 @@ def test_the_layers_of_a_root_whose_constructor_raised_are_not_roots() -> None:
     failed = archbuild.Capture(Layer(), (), {})  # its constructor raised: no longer among the captures
     attention = archbuild.Capture(Layer(), (), {}, parent=failed)
     assert archbuild.roots_of([attention], "v2", lambda cls: True) == []
+
+
+def test_a_pipeline_model_that_does_not_build_on_its_own_is_named(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    class DraftModel:  # a placeholder registered for lookup: its base reads what only siblings set
+        pass
+
+    pair = _Pair(SimpleNamespace(pipeline_model=DraftModel), None, ("p",), (), tmp_path, "p.x")
+    built2 = archbuild.Built("v2", "X", failure=archbuild.Failure(
+        "load path", "AttributeError: 'DraftModel' object has no attribute 'norm_method'", "/x/model.py:3"))
+    step = pair.roots(built2, archbuild.Built("v3", "X"))
+    assert not isinstance(step, list) and step.side == "v2"
+    assert "the pipeline model DraftModel does not build on its own" in step.detail and "'norm_method'" in step.detail

@@ -396,6 +396,10 @@ class _Pair:
             if Path(where.rpartition(":")[0]) == Path(archbuild.__file__):
                 # the ladder's own call failed (a pipeline model of another kind: diffusion, ...)
                 return Step("L2", False, f"the ladder cannot build this pipeline model: {why}", where, "setup")
+            incomplete = re.search(r"'(\w+)' object has no attribute '(\w+)'", why)
+            if incomplete and incomplete.group(1) == getattr(self.entry2.pipeline_model, "__name__", ""):
+                why = (f"the pipeline model {incomplete.group(1)} does not build on its own: its load path reads "
+                       f"{incomplete.group(2)!r}, which neither it nor its bases set ({why})")
             return Step("L2", False, f"V2 reference: {why}", where, "v2")
         by_name3 = {type(c.module).__name__: c for c in built3.roots}
         names2 = {type(c.module).__name__ for c in built2.roots}
