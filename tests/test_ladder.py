@@ -105,6 +105,9 @@ def test_a_v2_reference_that_refuses_a_cpu_is_classified_apart() -> None:
            "NVIDIA SM100 (B200-class) GPUs"}
     other = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: KeyError: 'q'"}
     assert ladder.classify(gpu, ROOT, "") == "needs a GPU"
+    opened = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: ValueError: Device 0 was "
+              "requested but no devices were found."}  # on a GPU spec, the load path opened the device
+    assert ladder.classify(opened, ROOT, "") == "needs a GPU"
     assert ladder.classify(other, ROOT, "") == "V2 itself fails"
     assert ladder.classify(_step("L2", False), ROOT, "") == "tool"
 

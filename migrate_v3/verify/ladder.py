@@ -452,8 +452,10 @@ class _Pair:
 
 
 #: A V2 reference that refuses to build without an accelerator says so (``only supported on gpu``,
-#: ``runs only on NVIDIA SM100``).
-ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b", re.IGNORECASE)
+#: ``runs only on NVIDIA SM100``), or, on a GPU spec, opens one (``Device 0 was requested but no
+#: devices were found``).
+ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b|no devices were found",
+                              re.IGNORECASE)
 #: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
 #: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
 _MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)
