@@ -105,6 +105,9 @@ def test_a_v2_reference_that_refuses_a_cpu_is_classified_apart() -> None:
            "NVIDIA SM100 (B200-class) GPUs"}
     other = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: KeyError: 'q'"}
     assert ladder.classify(gpu, ROOT, "") == "needs a GPU"
+    opened = {**_step("L2", False, side="v2"), "detail": "V2 reference: load path: ValueError: Device 0 was "
+              "requested but no devices were found."}  # on a GPU spec, the load path opened the device
+    assert ladder.classify(opened, ROOT, "") == "needs a GPU"
     assert ladder.classify(other, ROOT, "") == "V2 itself fails"
     assert ladder.classify(_step("L2", False), ROOT, "") == "tool"
 
@@ -138,3 +141,195 @@ def test_the_speculative_pipeline_config_has_the_draft(tmp_path: Path) -> None:
     assert spec.draft_model is not None and spec.draft_model.max_length == spec.model.max_length
     assert spec.speculative is not None and spec.speculative.speculative_method == "eagle"
     assert spec.model.device_specs[0].device_type == "gpu"
+
+
+def test_a_weight_a_key_error_message_quotes_is_named() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _weight_read
+
+    built = archbuild.Built("v2", "X", failure=archbuild.Failure("load path", (
+        "KeyError: \"Expected NextN norm key 'decoder_layer.self_attn.kv_a_layernorm.weight' not found in "
+        "state_dict. Available keys sample: []...\"")))
+    assert _weight_read(built) == "decoder_layer.self_attn.kv_a_layernorm.weight"
+
+
+@pytest.mark.needs_max
+def test_a_rewritten_checkpoint_is_a_new_directory_with_the_config_as_it_is_now(tmp_path: Path) -> None:
+    import json
+
+    from migrate_v3.verify import archbuild
+
+    ckpt = archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "a")
+    ckpt, _ = ckpt.with_weights({"norm.weight": ((4,), "float32")})
+    ckpt.hf_config.dflash_config = {"mask_token_id": 3}
+    again = ckpt.rewritten(tmp_path / "b")
+    assert again.model_dir != ckpt.model_dir  # MAX keeps a loaded config per path: a new one
+    assert json.loads((again.model_dir / "config.json").read_text())["dflash_config"] == {"mask_token_id": 3}
+    assert again.weights.read_bytes() == ckpt.weights.read_bytes()
+
+
+@pytest.mark.needs_max
+def test_a_v3_module_for_a_gpu_device_ref_constructs_while_gpu_refs_are_the_cpu_device() -> None:
+    from max.driver import CPU
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear
+    from max.experimental.tensor import default_device
+    from max.graph import DeviceRef
+    from max.graph import type as graph_type
+
+    from migrate_v3.verify import archbuild
+
+    saved = graph_type.Accelerator
+    with F.lazy(), archbuild.gpu_refs_on_cpu():
+        assert DeviceRef.GPU().to_device() == CPU()
+        with default_device(DeviceRef.GPU()):
+            layer = Linear(4, 4)  # a V3 Tensor holds a Device: without the stand-in this opens an accelerator
+    assert layer.weight.shape == [4, 4]
+    assert graph_type.Accelerator is saved  # scoped
+    with archbuild.gpu_refs_on_cpu(False):
+        assert graph_type.Accelerator is saved
+
+
+@pytest.mark.needs_max
+def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_path: Path) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    def adapter(state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:  # gate. -> gate.gate_score.
+        return {k.removeprefix("model.").replace("gate.", "gate.gate_score."): v.data()
+                for k, v in state_dict.items() if k.startswith("model.") and "gate_score" not in k}
+
+    v2: archbuild.Signature = {"layers.0.mlp.gate.gate_score.weight": ((4, 8), "float32")}
+    names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
+    assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
+
+
+def test_a_v2_graph_that_mixes_devices_on_a_cpu_spec_is_built_on_a_gpu_spec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    calls: list[tuple[str, bool]] = []
+
+    def build(entry: Any, side: str, ckpt: Any, *args: Any, accelerator: bool = False, **kwargs: Any
+              ) -> archbuild.Built:
+        calls.append((side, accelerator))
+        out = archbuild.Built(side, "X", roots=[archbuild.Capture(object(), (), {})], accelerator=accelerator)
+        if side == "v2" and not accelerator:  # its code puts the image inputs on DeviceRef.GPU() itself
+            out.failure = archbuild.Failure("load path", "ValueError: Input values must be on the same device")
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
+    _, built2, built3 = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
+    assert pair.accelerator and built2.failure is None and built3.accelerator
+    assert calls == [("v2", False), ("v2", True), ("v3", True)]
+
+
+def test_a_v2_reference_that_refuses_a_cpu_reports_where_it_stops_on_a_gpu_spec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    def build(entry: Any, side: str, ckpt: Any, *args: Any, accelerator: bool = False, **kwargs: Any
+              ) -> archbuild.Built:
+        out = archbuild.Built(side, "X", accelerator=accelerator)
+        out.failure = archbuild.Failure("load path", "ValueError: DeepSeekV3.2 sparse attention requires a "
+                                        "quantization config." if accelerator else
+                                        "ValueError: DeepseekV2 currently only supported on gpu.")
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
+    _, built2, _ = pair.first_pass(archbuild.Checkpoint("llama", None, tmp_path, tmp_path / "w"))
+    assert pair.accelerator and built2.failure is not None and "sparse attention" in built2.failure.error
+
+
+def test_a_module_constructed_inside_another_roots_constructor_is_not_a_root() -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    class Layer:  # V2 modules, as far as roots_of looks: what they contain
+        def named_modules(self) -> list[tuple[str, Any]]:
+            return [("", self)]
+
+    class Shard(Layer):
+        pass
+
+    root = archbuild.Capture(Layer(), (), {})
+    shard = archbuild.Capture(Shard(), (), {}, parent=root)  # kept in a plain list: not a child
+    other = archbuild.Capture(Layer(), (), {})
+    roots = archbuild.roots_of([root, shard, other], "v2", lambda cls: True)
+    assert [c.module for c in roots] == [root.module, other.module]
+
+
+def test_an_architecture_that_builds_only_quantized_gets_an_fp8_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, tiny
+    from migrate_v3.verify.ladder import _Pair
+
+    seen: list[str | None] = []
+
+    def build(entry: Any, side: str, ckpt: archbuild.Checkpoint, *args: Any, accelerator: bool = False,
+              **kwargs: Any) -> archbuild.Built:
+        seen.append(ckpt.encoding)
+        out = archbuild.Built(side, "X", accelerator=accelerator)
+        if getattr(ckpt.hf_config, "quantization_config", None) is None:
+            out.failure = archbuild.Failure("load path", "ValueError: expected a `quantization_config` field in "
+                                            "Hugging Face config when the dtype is float8")
+        else:
+            out.roots = [archbuild.Capture(object(), (), {})]
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    entry = SimpleNamespace(supported_encodings=["float8_e4m3fn"], default_encoding="float8_e4m3fn")
+    pair = _Pair(entry, None, ("p",), (), tmp_path, "p.x")
+    ckpt = archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "ckpt")
+    ckpt, built2, _ = pair.first_pass(ckpt)
+    assert built2.roots and ckpt.encoding == "float8_e4m3fn" and seen[-1] == "float8_e4m3fn"
+    assert ckpt.hf_config.quantization_config == tiny.FP8_BLOCK_SCALED
+    assert pair.read["weight_scale_inv"] == ((1,), "float32")  # its parser reads the scales' dtype
+    bf16_only = _Pair(SimpleNamespace(supported_encodings=["bfloat16"], default_encoding="bfloat16"), None,
+                      ("p",), (), tmp_path, "p.y")
+    _, built, _ = bf16_only.first_pass(archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "c2"))
+    assert not built.roots and built.failure is not None  # no float8 encoding: no quantized checkpoint
+
+
+def test_the_layers_of_a_root_whose_constructor_raised_are_not_roots() -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    class Layer:
+        def named_modules(self) -> list[tuple[str, Any]]:
+            return [("", self)]
+
+    failed = archbuild.Capture(Layer(), (), {})  # its constructor raised: no longer among the captures
+    attention = archbuild.Capture(Layer(), (), {}, parent=failed)
+    assert archbuild.roots_of([attention], "v2", lambda cls: True) == []
+
+
+def test_a_pipeline_model_that_does_not_build_on_its_own_is_named(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    class DraftModel:  # a placeholder registered for lookup: its base reads what only siblings set
+        pass
+
+    pair = _Pair(SimpleNamespace(pipeline_model=DraftModel), None, ("p",), (), tmp_path, "p.x")
+    built2 = archbuild.Built("v2", "X", failure=archbuild.Failure(
+        "load path", "AttributeError: 'DraftModel' object has no attribute 'norm_method'", "/x/model.py:3"))
+    step = pair.roots(built2, archbuild.Built("v3", "X"))
+    assert not isinstance(step, list) and step.side == "v2"
+    assert "the pipeline model DraftModel does not build on its own" in step.detail and "'norm_method'" in step.detail

@@ -190,3 +190,52 @@ def test_a_fill_the_configs_own_validation_refuses_is_undone() -> None:
     config = Strict()
     assert tiny.fill_reads(config, reads) == ["vocab_size=256"]
     assert "num_hidden_layers" not in vars(config)
+
+
+def test_the_config_field_a_load_path_stops_on_is_read_from_its_error() -> None:
+    assert tiny.missing_field("AttributeError: 'CLIPVisionConfig' object has no attribute 'rope_theta'") == (
+        "CLIPVisionConfig", ("rope_theta",), None)
+    assert tiny.missing_field("ValueError: vision_config not found in huggingface_config") == (
+        "", ("vision_config",), None)
+    assert tiny.missing_field("ValueError: DFlash draft HF config is missing ``dflash_config.mask_token_id``.") == (
+        "", ("dflash_config", "mask_token_id"), None)
+    assert tiny.missing_field("ValueError: DSpark Gemma4 drafter requires attention_k_eq_v=true.") == (
+        "", ("attention_k_eq_v",), True)  # the value it asks for
+    assert tiny.missing_field("ValueError: Expected a speculators checkpoint with speculators_model_type='dspark', "
+                              "got None.") == ("", ("speculators_model_type",), "dspark")
+    assert tiny.missing_field("ValueError: DFlash2 draft HF config declares no ``dflash_config.block_size``.") == (
+        "", ("dflash_config", "block_size"), None)
+    assert tiny.missing_field("ValueError: mrope_section [2, 3, 3] must sum to 2") is None
+
+
+def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows_the_config() -> None:
+    reads = tiny.ConfigReads()
+    config = tiny.tiny_hf_config("llama")
+    assert tiny.fill_missing(config, "", ("dflash_config", "mask_token_id"), reads) == (
+        "dflash_config.mask_token_id=255")  # a token id: the last of the tiny vocabulary
+    assert tiny.fill_missing(config, "", ("dflash_config", "target_layer_ids"), reads) == (
+        "dflash_config.target_layer_ids=[0, 1]")  # every layer of the tiny depth
+    assert config.dflash_config == {"mask_token_id": 255, "target_layer_ids": [0, 1]}
+    assert tiny.fill_missing(config, "LlamaModel", ("norm_method",), reads) is None  # not a config: no fill
+    assert tiny.fill_missing(config, "", ("attention_k_eq_v",), reads, wanted=True) == "attention_k_eq_v=True"
+    # a tower the config class does not declare would come back from config.json as a plain dict
+    assert tiny.fill_missing(config, "", ("vision_config",), reads) is None and "vision_config" not in vars(config)
+    composite = tiny.tiny_hf_config("llava")
+    vision = type(composite.vision_config).__name__
+    assert tiny.fill_missing(composite, vision, ("rope_theta",), reads) == "vision_config.rope_theta=10000.0"
+    assert composite.vision_config.rope_theta == 10000.0 and "rope_theta" not in vars(composite)
+
+
+def test_derived_fields_follow_the_widths_of_their_config() -> None:
+    config = tiny.tiny_hf_config("llama")
+    assert tiny.derived("mrope_section", config) == (True, [2, 3, 3])  # head_dim 16: 8 rotary pairs
+    config.partial_rotary_factor = 0.25  # a quarter of head_dim rotates: 2 pairs
+    assert tiny.derived("mrope_section", config) == (True, [0, 1, 1])
+    assert tiny.derived("layer_types", config) == (True, ["full_attention", "full_attention"])
+    assert tiny.derived("no_rule_for_this", config) == (False, None)
+
+
+def test_a_tower_without_grouped_query_attention_keeps_none() -> None:
+    config = tiny.tiny_hf_config("gemma4")  # its vision tower has as many key/value heads as query heads
+    assert config.vision_config.num_key_value_heads == config.vision_config.num_attention_heads == 4
+    assert config.text_config.num_key_value_heads == 2  # the decoder is given grouped-query attention

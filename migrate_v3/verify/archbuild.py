@@ -66,6 +66,8 @@ class Capture:
     module: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    #: the recorded module whose constructor was running when this one was constructed
+    parent: Capture | None = None
 
 
 @dataclass
@@ -84,6 +86,8 @@ class Built:
     failure: Failure | None = None
     kv_params: Any = None
     arch_config: Any = None
+    #: built on a GPU device spec (:func:`gpu_refs_on_cpu` in force): replays and traces need it too
+    accelerator: bool = False
 
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
@@ -113,20 +117,25 @@ def _subclasses(base: type) -> list[type]:
     return out
 
 
-def _recording(init: Callable[..., None], out: list[Capture], seen: set[int]) -> Callable[..., None]:
+def _recording(init: Callable[..., None], out: list[Capture], seen: set[int],
+               building: list[Capture]) -> Callable[..., None]:
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - stands in for __init__
         capture = None
         if id(self) not in seen:  # the most derived __init__ sees the constructor's arguments
             seen.add(id(self))
-            capture = Capture(self, args, kwargs)
+            capture = Capture(self, args, kwargs, building[-1] if building else None)
             out.append(capture)  # (before its children: the list stays in construction order)
+            building.append(capture)
         try:
             init(self, *args, **kwargs)
         except BaseException:
             if capture is not None:  # a module whose constructor raised was never built
                 out[:] = [c for c in out if c is not capture]
             raise
+        finally:
+            if capture is not None:
+                building.remove(capture)
 
     return __init__
 
@@ -139,13 +148,14 @@ def record_constructions(base: type, out: list[Capture]) -> Iterator[None]:
     so the arguments are the ones the constructor got.
     """
     seen: set[int] = set()
+    building: list[Capture] = []
     patched: list[tuple[type, Any]] = []
     for cls in dict.fromkeys(_subclasses(base)):
         init = vars(cls).get("__init__")
         if init is None or not inspect.isfunction(init):
             continue
         patched.append((cls, init))
-        type.__setattr__(cls, "__init__", _recording(init, out, seen))
+        type.__setattr__(cls, "__init__", _recording(init, out, seen, building))
     try:
         yield
     finally:
@@ -185,6 +195,34 @@ def cpu_comm() -> Iterator[None]:
         setattr(allreduce, "Accelerator", saved[0])  # noqa: B010
         setattr(allreduce.Signals, "allocate", staticmethod(saved[1]))  # noqa: B010
         setattr(allreduce.MulticastPool, "allocate", staticmethod(saved[2]))  # noqa: B010
+
+
+@contextlib.contextmanager
+def gpu_refs_on_cpu(active: bool = True) -> Iterator[None]:
+    """GPU device refs realised as the CPU device (``DeviceRef.GPU().to_device()``), while active.
+
+    A graph built for a GPU device spec needs no GPU, but a V3 ``Tensor``
+    holds a concrete ``Device`` even under ``F.lazy()``, so constructing a V3
+    module for ``DeviceRef.GPU()`` opens an accelerator (``failed to create
+    device``). With this stand-in the module constructs and traces (its
+    graph keeps the GPU refs); nothing can compile or run that way. Used
+    only for load paths that refuse a CPU spec (:attr:`Built.accelerator`).
+    """
+    if not active:
+        yield
+        return
+    from max.driver import CPU
+    from max.graph import type as graph_type
+
+    def cpu(id: int = 0) -> Any:  # noqa: A002 - Accelerator's own keyword
+        return CPU()
+
+    saved = graph_type.Accelerator
+    setattr(graph_type, "Accelerator", cpu)  # noqa: B010 - a scoped stand-in
+    try:
+        yield
+    finally:
+        setattr(graph_type, "Accelerator", saved)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -311,6 +349,8 @@ class Checkpoint:
     notes: list[str] = field(default_factory=list)
     #: the speculative method the package is built for (a draft model is configured), if any
     speculative: str | None = None
+    #: the encoding both sides are built with, when not :func:`encoding_for`'s (a quantized one)
+    encoding: str | None = None
 
     def with_weights(self, names: Signature, seed: int | None = None) -> tuple[Checkpoint, Any]:
         """This checkpoint with tensors under ``names`` (and the loaded ``Weights``).
@@ -320,6 +360,20 @@ class Checkpoint:
         path = self.model_dir / "model.safetensors"
         loaded = write_weights(path, names, seed)
         return dataclasses.replace(self, weights=path), loaded
+
+    def rewritten(self, directory: Path) -> Checkpoint:
+        """This checkpoint in a new directory, with ``hf_config`` as it is now (a field was added).
+
+        A new directory, not the old one rewritten: MAX keeps the config it
+        loaded from a path for the process's lifetime.
+        """
+        import shutil
+
+        model_dir, _ = tiny.checkpoint_dir(self.hf_config, directory)
+        weights = model_dir / self.weights.name
+        if self.weights.resolve() != weights.resolve():
+            shutil.copyfile(self.weights, weights)
+        return dataclasses.replace(self, model_dir=model_dir, weights=weights)
 
 
 def tiny_checkpoint(arch_name: str, package: str, directory: Path,
@@ -381,10 +435,23 @@ def roots_of(captures: list[Capture], side: str, keep: Callable[[type], bool]) -
     """The top modules of the architecture tree among those recorded.
 
     A root is recorded, defined under the architecture tree, contained by no
-    other recorded module, and not of a class that occurs inside another root
-    (a V2 layer's per-device shards are built as modules of their own).
+    other recorded module, not constructed while the constructor of another
+    such module ran (per-device shards a layer keeps in a plain list; the
+    layers of a root whose constructor raised), and
+    not of a class that occurs inside another root (a V2 layer's per-device
+    shards are built as modules of their own).
     """
     mine = [c for c in captures if keep(type(c.module))]
+
+    def built_inside(c: Capture) -> bool:  # (a constructor that raised took its capture away: still inside)
+        parent = c.parent
+        while parent is not None:
+            if keep(type(parent.module)):
+                return True
+            parent = parent.parent
+        return False
+
+    mine = [c for c in mine if not built_inside(c)]
     inside: set[int] = set()
     classes_inside: dict[int, set[type]] = {}
     for c in captures:
@@ -419,9 +486,9 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     from max.graph.weights.format import WeightsFormat
     from max.nn.transformer import ReturnLogits
 
-    out = Built(side, entry.name)
+    out = Built(side, entry.name, accelerator=accelerator)
     try:
-        pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, encoding_for(entry),
+        pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
                                   MAX_SEQ_LEN, accelerator, checkpoint.speculative)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
@@ -455,7 +522,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     # could not find must not stop it from building the rest
     lenient = lenient_loads(base) if side == "v2" or not adapt_weights else contextlib.nullcontext()
     try:
-        with _scope(side, out.compiles), record_constructions(base, captures), lenient:
+        with _scope(side, out.compiles, accelerator=accelerator), record_constructions(base, captures), lenient:
             cls.__init__(pm, **kwargs)
     except Exception as exc:  # noqa: BLE001 - where the load path stops is the finding
         out.failure = failure("load path", exc, prefer)
@@ -479,16 +546,18 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
 
 
 @contextlib.contextmanager
-def _scope(side: str, compiles: list[CompileCall], dtype: Any = None) -> Iterator[None]:
-    """CPU stand-ins for accelerator handles; for V3 also ``F.lazy()``, recorded compiles, dtype."""
+def _scope(side: str, compiles: list[CompileCall], dtype: Any = None, accelerator: bool = False
+           ) -> Iterator[None]:
+    """CPU stand-ins for accelerator handles (and, on a GPU spec, GPU device refs); for V3 also
+    ``F.lazy()``, recorded compiles, dtype."""
     if side == "v2":
-        with cpu_comm():
+        with cpu_comm(), gpu_refs_on_cpu(accelerator):
             yield
         return
     from max.experimental import functional as F
     from max.experimental.tensor import default_dtype
 
-    with F.lazy(), record_v3_compiles(compiles), cpu_comm():
+    with F.lazy(), record_v3_compiles(compiles), cpu_comm(), gpu_refs_on_cpu(accelerator):
         if dtype is None:
             yield
         else:
@@ -561,7 +630,7 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
             kwargs["kv_params"] = kv
             how += ", and the pipeline's kv_params"
     try:
-        with _scope("v3", [], dtype):
+        with _scope("v3", [], dtype, accelerator=built3.accelerator):
             module = v3_cls(*args, **kwargs)
             module.to(CPU())
         return module, None, how
@@ -569,14 +638,12 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
         return None, failure(f"construct {v3_cls.__name__}", exc, prefer), how
 
 
-def trace(root: Any, types: tuple[Any, ...], dtype: Any = None) -> None:
-    """``Module.trace`` (the front half of ``compile``), under the default dtype compile had."""
-    if dtype is None:
-        root.trace(*types)
-        return
+def trace(root: Any, types: tuple[Any, ...], dtype: Any = None, accelerator: bool = False) -> None:
+    """``Module.trace`` (the front half of ``compile``), under the default dtype compile had
+    (and :func:`gpu_refs_on_cpu` for a root built on a GPU spec)."""
     from max.experimental.tensor import default_dtype
 
-    with default_dtype(dtype):
+    with gpu_refs_on_cpu(accelerator), default_dtype(dtype) if dtype is not None else contextlib.nullcontext():
         root.trace(*types)
 
 
@@ -735,6 +802,14 @@ def _candidates(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> li
     return list(dict.fromkeys(p + t for t in tails for p in prefixes))
 
 
+def _segment_dropped(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> list[str]:
+    """:func:`_candidates` of ``key`` with one inner segment left out: an adapter that inserts a
+    segment (``mlp.gate.weight`` -> ``mlp.gate.gate_score.weight``) reads them."""
+    parts = key.split(".")
+    shorter = [".".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts) - 1)]
+    return list(dict.fromkeys(n for k in shorter for n in _candidates(k, prefixes)))
+
+
 def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     """The shape, then its other axis orders (an adapter may transpose a weight)."""
     import itertools
@@ -785,6 +860,10 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
     covered: set[str] = set()
     for key, (shape, dtype) in v2.items():
         found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf)
+        if not found and adapter2 is not None:  # the adapter inserts a segment: try names without one
+            shorter = _segment_dropped(key, probe.prefixes)
+            probe.ensure([(n, shape, dtype) for n in shorter])
+            found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf, shorter)
         name, alt = _choose(found, probe, adapter3, v3, pc, hf) if found else (key, shape)
         out[name] = (alt, dtype)
         if adapter3 is not None:
@@ -804,7 +883,7 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
 
 
 def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...], str], pc: Any,
-               hf: Any) -> list[tuple[str, tuple[int, ...]]]:
+               hf: Any, names: list[str] | None = None) -> list[tuple[str, tuple[int, ...]]]:
     """(checkpoint name, shape) pairs that ``adapter`` maps to exactly ``key`` with ``sig``'s shape.
 
     A name the adapter maps to ``key`` in another shape (it transposes) is
@@ -813,7 +892,7 @@ def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...]
     if adapter is None:
         return [(key, sig[0])]
     found = []
-    for name in _candidates(key, probe.prefixes):
+    for name in names if names is not None else _candidates(key, probe.prefixes):
         try:
             got = probe.run(adapter, name, sig[0], pc, hf)
         except Exception:  # noqa: BLE001 - this candidate is not a checkpoint name

@@ -22,7 +22,9 @@ no pipeline model: its root classes are built the way ``verify`` builds them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import re
 import sys
 import tempfile
 import time
@@ -152,9 +154,13 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             return
         result.model_type = ckpt.model_type
         result.config_notes = ckpt.notes
-        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}")
+        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}",
+                     package_dir=root / parent / arch)
         # first pass, no weights: which modules, which parameters
         ckpt, first2, first3 = pair.first_pass(ckpt)
+        if pair.filled:
+            result.config_notes.append("fields the V2 load path stopped on for want of, added: "
+                                       + ", ".join(pair.filled))
         if pair.read:
             result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
         roots = pair.roots(first2, first3)
@@ -163,7 +169,8 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             return
         # second pass: a checkpoint with every weight either side has, as both adapters read it
         if pair.accelerator:
-            result.config_notes.append("GPU device spec (devices CPU): the V2 load path refuses a CPU spec")
+            result.config_notes.append("GPU device spec (devices CPU; GPU device refs realised as the CPU device "
+                                       "while building and tracing): the V2 load path refuses a CPU spec")
         try:
             names = pair.checkpoint(ckpt, roots)
         except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
@@ -173,8 +180,9 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
                                   f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
             return
-        names.update({r: sig for r, sig in pair.read.items()  # unless a real weight of that name is there
-                      if not any(n == r or n.endswith("." + r) for n in names)})
+        # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
+        names.update({r: sig for r, sig in pair.read.items()
+                      if not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
@@ -257,31 +265,95 @@ class _Pair:
     accelerator: bool = False
     #: weights the V2 load path reads before it builds anything (a dtype), given as 1-element tensors
     read: archbuild.Signature = field(default_factory=dict)
+    #: the V2 package's sources (where the config fields its code reads are found)
+    package_dir: Path | None = None
+    #: config fields the V2 load path stopped on for want of, added (``path=value``)
+    filled: list[str] = field(default_factory=list)
+    #: the V2 load path insists on its weight adapter even on the first pass (it asserts one)
+    adapter_first: bool = False
+    #: the V2 roots' own weight names (before any adapter), once :meth:`checkpoint` ran
+    own2: set[str] = field(default_factory=set)
+
+    def _stand_in_dtype(self, ckpt: archbuild.Checkpoint) -> str:
+        """The dtype of a weight read before building: the checkpoint's, bfloat16 in a float8 one
+        (an FP8 checkpoint keeps its norms and biases in bfloat16)."""
+        encoding = ckpt.encoding or archbuild.encoding_for(self.entry2)
+        return "bfloat16" if encoding.startswith("float8") else encoding
+
+    def _quantized(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> archbuild.Checkpoint | None:
+        """The checkpoint as an FP8 block-scaled one (:data:`tiny.FP8_BLOCK_SCALED`, float8
+        encoding, one weight scale), when a V2 load path that built nothing says it needs a
+        quantization config and the architecture supports float8; else None."""
+        from migrate_v3.verify import tiny
+
+        encodings = {str(e) for e in getattr(self.entry2, "supported_encodings", ()) or ()}
+        if (built.roots or built.failure is None or not _NEEDS_QUANTIZATION.search(built.failure.error)
+                or "float8_e4m3fn" not in encodings or ckpt.encoding == "float8_e4m3fn"):
+            return None
+        ckpt.hf_config.quantization_config = dict(tiny.FP8_BLOCK_SCALED)
+        self.filled.append(f"quantization_config={tiny.FP8_BLOCK_SCALED!r} (encoding float8_e4m3fn)")
+        ckpt = dataclasses.replace(ckpt.rewritten(self.directory / "fp8"), encoding="float8_e4m3fn")
+        self.read["weight_scale_inv"] = ((1,), "float32")  # the parser reads the scales' dtype
+        ckpt, _ = ckpt.with_weights(self.read)
+        return ckpt
+
+    def _build2(self, ckpt: archbuild.Checkpoint, accelerator: bool) -> archbuild.Built:
+        """The V2 side on a first-pass checkpoint (no adapter unless it insists on one)."""
+        return archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=self.adapter_first,
+                               accelerator=accelerator)
+
+    def _fill(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> str | None:
+        """Add the config field a V2 load path that built nothing stopped on for want of
+        (:func:`tiny.missing_field`), once per field; the ``path=value`` added, or None."""
+        from migrate_v3.verify import tiny
+
+        if built.roots or built.failure is None or (found := tiny.missing_field(built.failure.error)) is None:
+            return None
+        owner, path, value = found
+        if any(f.split("=")[0].endswith(".".join(path)) for f in self.filled):
+            return None  # added once already and still missing: not a field this config can give
+        reads = tiny.package_reads(self.package_dir) if self.package_dir is not None else tiny.ConfigReads()
+        return tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir, value)
 
     def first_pass(self, ckpt: archbuild.Checkpoint
                    ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
         """Both sides on the empty checkpoint (no adapters): which modules, which parameters.
 
-        A V2 load path that stops before building anything is tried again
+        A V2 load path that stops before building anything, or whose graph mixes
+        devices (its code places inputs on a GPU itself), is tried again
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
-        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8.
+        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8,
+        and each config field it stops on for want of (``'XConfig' object has no
+        attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
+        :func:`tiny.fill_missing`: values derived as the tiny config's own are).
         """
         built2 = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False)
+        if not built2.roots and built2.failure is not None and _ADAPTER.search(built2.failure.error):
+            self.adapter_first = True  # a load path that insists on its weight adapter gets it
+            built2 = self._build2(ckpt, False)
         for accelerator in (False, True):
             if accelerator:
-                if built2.roots or built2.failure is None:
+                if built2.failure is None or (built2.roots and not _MIXED_DEVICES.search(built2.failure.error)):
                     break
-                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
-                                        accelerator=True)
+                retry = self._build2(ckpt, True)
             else:
                 retry = built2
-            while (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
-                self.read[name] = ((1,), archbuild.encoding_for(self.entry2))
-                ckpt, _ = ckpt.with_weights(self.read)
-                retry = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False,
-                                        accelerator=accelerator)
-            if retry.roots or not accelerator:
+            while len(self.read) + len(self.filled) < 16:
+                if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
+                    self.read[name] = ((1,), self._stand_in_dtype(ckpt))
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (quantized := self._quantized(ckpt, retry)) is not None:
+                    ckpt = quantized
+                elif (filled := self._fill(ckpt, retry)) is not None:
+                    self.filled.append(filled)
+                    ckpt = ckpt.rewritten(self.directory / f"config{len(self.filled)}")
+                else:
+                    break
+                retry = self._build2(ckpt, accelerator)
+            refused = built2.failure is not None and ACCELERATOR_ONLY.search(built2.failure.error)
+            if retry.roots or not accelerator or (refused and not built2.roots):
+                # on a GPU spec it builds, or it stops later than the CPU spec's refusal: that is its cause
                 built2, self.accelerator = retry, accelerator
         built3 = archbuild.build(self.entry3, "v3", ckpt, self.prefixes, self.prefer, adapt_weights=False,
                                  accelerator=self.accelerator)
@@ -313,7 +385,7 @@ class _Pair:
     def pipeline_config(self, ckpt: archbuild.Checkpoint) -> Any:
         from migrate_v3.verify import tiny
 
-        return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, archbuild.encoding_for(self.entry2),
+        return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, ckpt.encoding or archbuild.encoding_for(self.entry2),
                                     archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
@@ -324,6 +396,10 @@ class _Pair:
             if Path(where.rpartition(":")[0]) == Path(archbuild.__file__):
                 # the ladder's own call failed (a pipeline model of another kind: diffusion, ...)
                 return Step("L2", False, f"the ladder cannot build this pipeline model: {why}", where, "setup")
+            incomplete = re.search(r"'(\w+)' object has no attribute '(\w+)'", why)
+            if incomplete and incomplete.group(1) == getattr(self.entry2.pipeline_model, "__name__", ""):
+                why = (f"the pipeline model {incomplete.group(1)} does not build on its own: its load path reads "
+                       f"{incomplete.group(2)!r}, which neither it nor its bases set ({why})")
             return Step("L2", False, f"V2 reference: {why}", where, "v2")
         by_name3 = {type(c.module).__name__: c for c in built3.roots}
         names2 = {type(c.module).__name__ for c in built2.roots}
@@ -370,18 +446,38 @@ class _Pair:
             v2.update(sides.v2_signature(r.v2.module))
             if r.v3 is not None:
                 v3.update(sides.v3_signature(r.v3))
+        self.own2 = set(v2)
         return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
                                           self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
 
 
+#: A V2 reference that refuses to build without an accelerator says so (``only supported on gpu``,
+#: ``runs only on NVIDIA SM100``), or, on a GPU spec, opens one (``Device 0 was requested but no
+#: devices were found``).
+ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b|no devices were found",
+                              re.IGNORECASE)
+#: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
+#: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
+_MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)
+#: A load path that stops for want of a quantization config (a float8-only architecture, or
+#: layers that only exist quantized) says so.
+_NEEDS_QUANTIZATION = re.compile(r"requires a quantization config|expected a `?quantization_config`?", re.IGNORECASE)
+#: A load path that stops because it was given no weight adapter says so.
+_ADAPTER = re.compile(r"\badapter\b", re.IGNORECASE)
+
+
 def _weight_read(built: archbuild.Built) -> str | None:
     """The weight name a load path that built nothing stopped on: ``KeyError: 'layers.0.x.weight'``,
-    or a key error that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
+    a key error message that quotes one (``Expected NextN norm key 'a.b.weight' not found``), or one
+    that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
     import re
 
     if built.roots or built.failure is None or not built.failure.error.startswith("KeyError: "):
         return None
     text = built.failure.error.removeprefix("KeyError: ").strip("'\"")
+    quoted = re.search(r"'(\w+(?:\.\w+)*\.(?:weight|bias|\w*scale))'", text)  # a message that quotes it
+    if quoted:
+        return quoted.group(1)
     found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
     return found.group(0) if found else None
 
@@ -482,12 +578,13 @@ def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, bu
         return False
     dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
     try:
-        archbuild.trace(module3, types, dtype)
+        archbuild.trace(module3, types, dtype, built3.accelerator)
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
         return False
-    result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}"))
+    spec = " on a GPU spec (GPU device refs realised as the CPU device)" if built3.accelerator else ""
+    result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}{spec}"))
     return True
 
 
@@ -536,6 +633,10 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
     from migrate_v3.verify.tensors import to_numpy
 
     name = root.name
+    if built3.accelerator:
+        result.steps.append(Step("L5", False, f"{name}: built on a GPU device spec (the V2 load path refuses a "
+                                 "CPU one): compiling and running it needs a GPU", side="v2"))
+        return
     call = next((c for c in built3.compiles if c.module is root.v3 and c.weights is not None), None)
     own = set(root.v2.module.raw_state_dict())
     registry = next((r for r in built2.registries if own <= set(r)), None)

@@ -148,8 +148,13 @@ def _pick_layers(values: list[Any] | str, n: int) -> list[Any] | str:
     return "".join(kept) if isinstance(values, str) else kept
 
 
-def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
-    """The overrides for one (sub-)config's ``to_dict()``."""
+def _shrunk(values: dict[str, Any], tower: bool = False) -> dict[str, Any]:
+    """The overrides for one (sub-)config's ``to_dict()``.
+
+    A ``tower`` (a ``*_config`` sub-config: vision, audio) with as many key/value heads as
+    query heads keeps that (its attention kernels may need it); a top-level config is given
+    grouped-query attention (:data:`SMALL`), so the grouping is exercised.
+    """
     out: dict[str, Any] = {}
     for key, value in values.items():
         if isinstance(value, bool):
@@ -157,7 +162,10 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
         if key in SMALL and isinstance(value, int) and value > SMALL[key]:
             out[key] = SMALL[key]
         elif _SUBCONFIG.match(key) and isinstance(value, dict):
-            out[key] = {**value, **_shrunk(value)}
+            out[key] = {**value, **_shrunk(value, tower=True)}
+    for heads, kv in (("num_attention_heads", "num_key_value_heads"), ("num_heads", "num_kv_heads")):
+        if tower and isinstance(values.get(heads), int) and values.get(kv) == values[heads]:
+            out[kv] = out.get(heads, values[heads])
     layers = values.get("num_hidden_layers") or values.get("num_layers")
     if isinstance(layers, int) and layers > LAYERS:
         n = out.get("num_hidden_layers", out.get("num_layers", LAYERS))
@@ -351,7 +359,15 @@ SHAPED: dict[str, Any] = {
     # rope parameters a non-default rope type reads (``rope_scaling["factor"]``, ...): identity scaling
     "factor": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
     "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
+    # a speculative draft's block: the 2 speculative tokens of tiny.pipeline_config, plus one
+    "block_size": 3,
 }
+
+
+#: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
+#: architectures that build only quantized: the one block size MAX's FP8 parser accepts.
+FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                    "weight_block_size": [128, 128]}
 
 
 @dataclasses.dataclass
@@ -500,12 +516,146 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
                 return True, table[name]
     if name in SMALL:
         return True, SMALL[name]
-    if name in SHAPED:
-        return True, SHAPED[name]
+    found, value = derived(name, config)
+    if found:
+        return True, value
     if name in reads.defaults and reads.defaults[name] is not None:
         return True, reads.defaults[name]
     if name in reads.empty:
         return True, copy.deepcopy(reads.empty[name])
+    return False, None
+
+
+def _depth(config: Any) -> int:
+    """The layer count of a (sub-)config (its ``num_hidden_layers``, else :data:`LAYERS`)."""
+    for name in ("num_hidden_layers", "num_layers", "n_layers"):
+        value = vars(config).get(name) if hasattr(config, "__dict__") else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return LAYERS
+
+
+def _rotary_pairs(config: Any) -> int | None:
+    """Half the rotary dimension of a config: ``head_dim`` (or hidden / heads) times its
+    ``partial_rotary_factor`` (an attribute or a ``rope_parameters`` entry), halved."""
+    own = vars(config) if hasattr(config, "__dict__") else {}
+    head_dim = own.get("head_dim")
+    if not isinstance(head_dim, int) and isinstance(own.get("hidden_size"), int) and own.get("num_attention_heads"):
+        head_dim = own["hidden_size"] // own["num_attention_heads"]
+    if not isinstance(head_dim, int):
+        return None
+    factor = own.get("partial_rotary_factor")
+    for table in [v for v in own.values() if isinstance(v, dict)]:
+        factor = factor if factor is not None else table.get("partial_rotary_factor")
+    return int(head_dim * float(factor if factor is not None else 1.0)) // 2
+
+
+def derived(name: str, config: Any) -> tuple[bool, Any]:
+    """A value for field ``name`` that follows the other fields of ``config``, else :data:`SHAPED`'s.
+
+    ``mrope_section`` splits the rotary pairs (:func:`_rotary_pairs`) over time, height and width
+    (later axes take the remainder: 8 -> [2, 3, 3]); ``layer_types`` is one ``full_attention``
+    per layer; ``rope_parameters`` the default rope with the config's ``rope_theta``;
+    ``*_layer_ids`` every layer index; a token id (``mask_token_id``) the last id of
+    the vocabulary. (False, None) when there is no rule for the name.
+    """
+    if name == "mrope_section" and (pairs := _rotary_pairs(config)):
+        base, rest = divmod(pairs, 3)
+        return True, [base + (1 if i >= 3 - rest else 0) for i in range(3)]
+    if name == "layer_types":
+        return True, ["full_attention"] * _depth(config)
+    if name == "rope_parameters":  # transformers 5's rope table, from the config's own theta
+        theta = vars(config).get("rope_theta") if hasattr(config, "__dict__") else None
+        return True, {"rope_type": "default", "rope_theta": theta if theta is not None else SHAPED["rope_theta"]}
+    if name.endswith(("_layer_ids", "_layer_indices")):
+        return True, list(range(_depth(config)))
+    vocab = vars(config).get("vocab_size") if hasattr(config, "__dict__") else None
+    if _TOKEN_ID.match(name) and "token" in name and isinstance(vocab, int):
+        return True, vocab - 1
+    if name in SHAPED:
+        return True, SHAPED[name]
+    return False, None
+
+
+#: What a load path says when the config lacks a field: ``'XConfig' object has no attribute 'f'``,
+#: ``f not found in huggingface_config``, ``missing ``a.b````; or wants one value of it:
+#: ``requires f=true``, ``expected ... f='x', got None``.
+_MISSING = (
+    re.compile(r"AttributeError: '(?P<owner>\w+)' object has no attribute '(?P<path>\w+)'"),
+    re.compile(r"\b(?P<path>\w+) (?:not found|is missing|missing) (?:in|from) (?:the )?"
+               r"(?:hugging ?face|hf)_?config", re.IGNORECASE),
+    re.compile(r"config (?:is missing|declares no) `+(?P<path>[\w.]+)`+", re.IGNORECASE),
+    re.compile(r"\brequires (?P<path>\w+)=(?P<value>true|false)\b", re.IGNORECASE),
+    re.compile(r"\b(?P<path>\w+)='(?P<value>[\w.-]+)', got None\b"),
+)
+
+
+def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
+    """(owner class name or "", dotted path, the value the error asks for or None) of the config
+    field a load path's error says is missing or wants."""
+    for pattern in _MISSING:
+        found = pattern.search(error)
+        if found:
+            groups = found.groupdict()
+            value = groups.get("value")
+            wanted = {"true": True, "false": False}.get(value.lower(), value) if value is not None else None
+            return groups.get("owner") or "", tuple(groups["path"].split(".")), wanted
+    return None
+
+
+def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigReads,
+                 package_dir: Path | None = None, wanted: Any = None) -> str | None:
+    """Give ``config`` the field a load path stopped on (:func:`missing_field`); the ``path=value``
+    set, or None when ``owner`` is not this config nor one of its sub-configs, or no value follows.
+
+    The value comes as for :func:`fill_reads` (a sub-config's, a tiny width, :func:`derived`, the
+    package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
+    sub-config the config class declares is the same sub-config of a sibling
+    package's model type (the model type the package builds on); ``a.b`` sets key ``b`` of the
+    dict ``a`` (made when absent).
+    """
+    holders = [config, *_sub_configs(config).values()]
+    holder = next((h for h in holders if not owner or type(h).__name__ == owner), None)
+    if holder is None:
+        return None
+    *outer, name = path
+    if len(outer) > 1:
+        return None
+    table: Any = holder
+    if outer:
+        table = getattr(holder, outer[0], None)
+        if table is None:
+            table = {}
+            setattr(holder, outer[0], table)
+    context = holder if isinstance(table, dict) else table
+    if wanted is not None:
+        ok, value = True, wanted
+    elif _SUBCONFIG.match(name) and not outer:
+        # only a tower the config class declares: it is read back as a config, not a dict
+        declared = name in (getattr(type(holder), "sub_configs", None) or {})
+        ok, value = _sibling_sub_config(name, package_dir) if declared else (False, None)
+    else:
+        ok, value = _fill_value(name, context, reads)
+    if not ok:
+        return None
+    if isinstance(table, dict):
+        table[name] = value
+    else:
+        setattr(table, name, value)
+    where = [] if holder is config else [next(k for k, v in _sub_configs(config).items() if v is holder)]
+    shown = value.to_dict() if hasattr(value, "to_dict") else value
+    return ".".join([*where, *path]) + f"={shown!r}"[:120]
+
+
+def _sibling_sub_config(name: str, package_dir: Path | None) -> tuple[bool, Any]:
+    """Sub-config ``name`` of the first sibling model type whose tiny config has it."""
+    for model_type in sibling_model_types(package_dir) if package_dir is not None else []:
+        try:
+            sub = getattr(tiny_hf_config(model_type), name, None)
+        except Exception:  # noqa: BLE001 - a model type whose config does not build is skipped
+            continue
+        if sub is not None and hasattr(sub, "to_dict"):
+            return True, sub
     return False, None
 
 
@@ -607,7 +757,7 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
             if current is not None and not isinstance(current, dict):
                 continue
             table = current if isinstance(current, dict) else {}
-            added = {k: SHAPED[k] for k in sorted(keys) if k in SHAPED and k not in table}
+            added = {k: derived(k, target)[1] for k in sorted(keys) if derived(k, target)[0] and k not in table}
             if added:
                 table.update(added)
                 setattr(target, attr, table)
