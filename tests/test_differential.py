@@ -8,7 +8,7 @@ through a Graph + session, V3 through ``F.lazy()`` + ``compile(weights=...)``.
 Only root classes compile. Families: the bundled tinylm, mpnet (embeddings,
 self-attention, encoder layer), bert (same plus pooling), olmo2's decoder MLP +
 norm, gemma3's MLP + its RMSNorm subclass (the ``super().__init__`` map and
-the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP.
+the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP, two V2 ``Conv1D`` (the tool's port).
 
 Every family is migrated and verified in one ``run_verify_many`` call (a
 module fixture), so their roots share one compiled graph per side (a cold
@@ -103,6 +103,8 @@ def _families(tmp_path: Path) -> dict[str, tuple[Path, Path, dict[str, Any]]]:
         spec=_spec_file(tmp_path, "IDEFICS3"), only=["Idefics3VisionMLP"])
     add("bert", [(arch / "bert" / f, f) for f in ("graph.py", "model_config.py")],
         spec=FIXTURES / "specs" / "bert.py")
+    add("conv1d", [(FIXTURES / "differential" / "conv1d_block.py", "block.py")],
+        spec=_spec_file(tmp_path, "CONV1D"))
     return out
 
 
@@ -159,10 +161,18 @@ def test_bert_embeddings_encoder_and_pooling(verified: dict[str, tuple[Path, Ver
 
 
 @pytest.mark.slow
+def test_conv1d_port(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    """V2 ``Conv1D`` has no V3 class: the tool adds its port (``knowledge/ports``), same weights and numerics."""
+    v3, report = verified["conv1d"]
+    assert "class Conv1D(Module[[Tensor], Tensor]):" in (v3 / "block.py").read_text()
+    assert_passes(report, "Conv1DBlock")
+
+
+@pytest.mark.slow
 def test_the_families_share_one_graph_per_side(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
-    """The six spec'd families' roots are compiled together; tinylm (greedy) alone."""
+    """The seven spec'd families' roots are compiled together; tinylm (greedy) alone."""
     shared = {name: [c.graph_shared_by for c in report.classes if c.compared == "numeric"]
               for name, (_, report) in verified.items()}
-    assert shared == {"tinylm": [1], "mpnet": [6], "olmo2": [6], "gemma3": [6],
-                      "autoencoders": [6], "idefics3": [6], "bert": [6]}
+    assert shared == {"tinylm": [1], "mpnet": [7], "olmo2": [7], "gemma3": [7],
+                      "autoencoders": [7], "idefics3": [7], "bert": [7], "conv1d": [7]}
     assert all(report.graphs_compiled == 2 for _, report in verified.values())
