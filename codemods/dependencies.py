@@ -20,7 +20,7 @@ the variant's ``model`` module defines: ``TransformContext.variant_models``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -99,6 +99,16 @@ class Dependencies(Codemod):
                 + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else ""),
             )
             return updated
+        kept = self._kept_configs(package, target, parts[1:], updated)
+        if kept:
+            lacks = "; ".join(f"{target}'s {n} has no {a}" for n, a in kept.items())
+            self.todo(
+                "MV301",
+                f"kept {package}'s V2 {', '.join(kept)}: {lacks} (this package reads attributes of these names); "
+                f"a config dataclass holds no graph code, so V3 modules read it as V2's did: move to {target}'s "
+                "once the package no longer reads them",
+            )
+            return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
         self._lost_attributes(package, target, parts[1:], updated)
         self._changed_constructors(package, target, parts[1:], updated)
@@ -153,16 +163,35 @@ class Dependencies(Codemod):
             return False  # the package builds the variant's own pipeline model, and so its tree
         return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
 
+    def _kept_configs(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> dict[str, str]:
+        """Config dataclasses whose V3 variant lacks attributes this package reads: the import keeps
+        the V2 module (name → what the variant lacks), as max's phi3_modulev3 keeps llama3's V2
+        ``Llama3Config``. Only when every imported name is such a V2 dataclass, and the package reads
+        nothing that only the V3 variant has (V3 code given the V2 class would miss it)."""
+        ctx = self.state.context
+        if not ctx.attribute_reads or not ctx.data_classes or isinstance(node.names, cst.ImportStar):
+            return {}
+        prefix = ".".join([package, *rest])
+        if not all(f"{prefix}.{a.name.value}" in ctx.data_classes for a in _aliases(node)) or len(_aliases(node)) != len(
+            node.names
+        ):
+            return {}
+        kept: dict[str, str] = {}
+        for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
+            lost = _lost(v2, v3, ctx.attribute_reads)
+            if _lost(v3, v2, ctx.attribute_reads):
+                return {}
+            if lost:
+                kept[name] = ", ".join(lost)
+        return kept
+
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
         ctx = self.state.context
         if not ctx.attribute_reads:
             return
         for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
-            # (a dunder is every class's: one not in the V3 body is inherited, not lost)
-            lost = sorted(
-                n for n in set(v2) - set(v3) if n in ctx.attribute_reads and not (n.startswith("__") and n.endswith("__"))
-            )
+            lost = _lost(v2, v3, ctx.attribute_reads)
             if lost:
                 self.todo(
                     "MV301",
@@ -417,6 +446,12 @@ def _is_super_init(func: cst.BaseExpression) -> bool:
         isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
         and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
     )
+
+
+def _lost(has: Collection[str], lacks: Collection[str], reads: Collection[str]) -> list[str]:
+    """Attributes of ``has`` that ``lacks`` does not define and the package reads (sorted).
+    A dunder is every class's: one not in a class body is inherited, not lost."""
+    return sorted(n for n in set(has) - set(lacks) if n in reads and not (n.startswith("__") and n.endswith("__")))
 
 
 _Fact = TypeVar("_Fact")
