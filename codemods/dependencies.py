@@ -82,6 +82,7 @@ class Dependencies(Codemod):
             )
             return updated
         missing = self._missing_names(new, updated)
+        v2_names = updated  # (a renamed name's V2 class is the one its attributes compare with: none of the variant's)
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
             updated, missing = renamed, []
@@ -110,8 +111,8 @@ class Dependencies(Codemod):
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
-        self._lost_attributes(package, target, parts[1:], updated)
-        self._changed_constructors(package, target, parts[1:], updated)
+        self._lost_attributes(package, target, parts[1:], v2_names)
+        self._changed_constructors(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
@@ -140,7 +141,12 @@ class Dependencies(Codemod):
                 aliases.append(alias)
                 continue
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            if not _only_attributes(self._whole_module(), local):
+            if _only_attributes(self._whole_module(), local):
+                pass
+            elif "GraphSpec" in self.state.source and _only_attributes(self._whole_module(), local, _MODULE_HOOKS):
+                # (its graph_specs builds V2 GraphSpecs: the file is V2, so PipelineModels runs on it)
+                changes(self.state).renamed_bases.add(local)  # PipelineModels moves graph_specs to _instantiate_module
+            else:
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
@@ -273,6 +279,9 @@ class SiblingChanges:
     placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
     #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
     rope_device: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: V2 pipeline bases imported as their variant's V3 pipeline model (``SIBLING_RENAMES``) whose
+    #: subclasses here define ``graph_specs``: ``PipelineModels`` turns it into ``_instantiate_module``
+    renamed_bases: set[str] = field(default_factory=set)
 
 
 def changes(state: FileState) -> SiblingChanges:
@@ -394,10 +403,18 @@ class SiblingCalls(Codemod):
         return updated.with_changes(args=without(updated, bound, params, gone))
 
 
-def _only_attributes(module: cst.Module, base: str) -> bool:
+#: the V2 Llama pipeline base's hooks a subclass may override and still move onto the V3 base:
+#: ``_create_model_config`` (the same hook there) and ``graph_specs`` (``PipelineModels`` makes it
+#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot)
+_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs"})
+
+
+def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:
     """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
-    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks."""
+    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks
+    (but ``hooks``; then at least one class overrides ``graph_specs``)."""
     found = False
+    graph_specs = not hooks
     for cls in module.body:
         if not isinstance(cls, cst.ClassDef) or not any(
             isinstance(b.value, cst.Name) and b.value.value == base for b in cls.bases
@@ -407,13 +424,16 @@ def _only_attributes(module: cst.Module, base: str) -> bool:
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
+                graph_specs = graph_specs or stmt.name.value == "graph_specs"
+                if stmt.name.value in hooks:
+                    continue
                 if stmt.name.value != "__init__" or not _only_super_init(stmt):
                     return False
             elif not isinstance(stmt, cst.SimpleStatementLine) or not all(
                 isinstance(s, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Pass)) for s in stmt.body
             ):
                 return False
-    return found
+    return found and graph_specs
 
 
 def _only_super_init(init: cst.FunctionDef) -> bool:
