@@ -205,8 +205,10 @@ class LayerConstructors(Codemod):
         not_refs |= {id(a.keyword) for a in nodes_of(body, (cst.Arg,)) if isinstance(a, cst.Arg) and a.keyword}
         used = {n.value for n in nodes_of(body, (cst.Name,)) if isinstance(n, cst.Name) and id(n) not in not_refs}
         params = init.params.params
-        gone = frozenset(p.name.value for p in params if p.name.value in self.placement_params[-1] - used)
-        kept_used = sorted(p.name.value for p in params if p.name.value in self.placement_params[-1] & used and p.default is None)
+        # (and its own required placement parameters: V2's container passed them, V3's passes none)
+        placement = self.placement_params[-1] | {p.name.value for p in params if p.name.value in PLACEMENT_ARGS and p.default is None}
+        gone = frozenset(p.name.value for p in params if p.name.value in placement - used)
+        kept_used = sorted(p.name.value for p in params if p.name.value in placement & used and p.default is None)
         if kept_used:
             self.todo(
                 "MV344",
@@ -481,6 +483,15 @@ class LayerConstructors(Codemod):
         """``partial(V2Layer, ...)``: map the partial's arguments as a call of the layer."""
         if not updated.args or updated.args[0].keyword is not None or updated.args[0].star:
             return updated
+        first = original.args[0].value
+        if isinstance(first, cst.Name) and first.value in self.removed_params:
+            # partial(ClassOfThisFile, ...) of a class whose __init__ lost parameters: they go here too
+            inner = cst.Call(func=updated.args[0].value, args=updated.args[1:])
+            dropped = self._drop_removed_args(original, inner, *self.removed_params[first.value])
+            if dropped is inner:
+                return updated
+            head = updated.args[0] if dropped.args else updated.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(args=[head, *dropped.args])
         symbol = v2_symbol(self.qualname(original.args[0].value))
         if symbol is None or (symbol not in LAYERS and symbol not in NO_V3_CLASS):
             return updated
