@@ -178,8 +178,12 @@ class Dependencies(Codemod):
         if not ctx.attribute_reads or not ctx.data_classes or isinstance(node.names, cst.ImportStar):
             return {}
         prefix = ".".join([package, *rest])
-        if not all(f"{prefix}.{a.name.value}" in ctx.data_classes for a in _aliases(node)) or len(_aliases(node)) != len(
-            node.names
+        shared = ctx.v3_exports.get(".".join([target, *rest]), frozenset())
+        # each name a V2 dataclass, or a name the variant's module has too that is no class of the V2
+        # module (a library name both import: ArchConfigWithKVCache); a V2 function may build V2 layers
+        if len(_aliases(node)) != len(node.names) or not all(
+            f"{prefix}.{n}" in ctx.data_classes or (n in shared and f"{prefix}.{n}" not in ctx.class_attributes)
+            for n in (a.name.value for a in _aliases(node))
         ):
             return {}
         kept: dict[str, str] = {}
