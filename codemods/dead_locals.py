@@ -38,12 +38,12 @@ _VALUE_CALLS = ("functools.partial", "max.graph.DeviceRef", "max.graph.type.Devi
 _PURE_COMPARISONS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
 
 
-def _pure(node: cst.BaseExpression, qualname: Callable[[cst.BaseExpression], str | None]) -> bool:
+def pure_expression(node: cst.BaseExpression, qualname: Callable[[cst.BaseExpression], str | None]) -> bool:
     """No side effects to evaluate: names, attribute chains, constants, constant subscripts,
     arithmetic, ``and``/``or``/``not``, ``is``/``==`` and conditional expressions of those,
     and the value-building calls of ``_VALUE_CALLS`` on them."""
     def pure(n: cst.BaseExpression) -> bool:
-        return _pure(n, qualname)
+        return pure_expression(n, qualname)
 
     if isinstance(node, cst.Name | cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString):
         return True
@@ -125,7 +125,7 @@ def _whole_if_dead(stmt: cst.BaseStatement, dead: set[int]) -> bool:
     """``if <pure>: x = ...`` with only dead statements and no ``else`` goes whole."""
     return (
         isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock)
-        and all(id(s) in dead for s in stmt.body.body) and _pure(stmt.test, lambda n: None)
+        and all(id(s) in dead for s in stmt.body.body) and pure_expression(stmt.test, lambda n: None)
     )
 
 
@@ -226,7 +226,7 @@ class DeadLocals(Codemod):
             if found is None:
                 continue
             name, value = found
-            if (isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME) or _pure(value, self.qualname):
+            if (isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME) or pure_expression(value, self.qualname):
                 removable.setdefault(name, []).append(stmt)
         updated = self._inline_aliases(original, updated)
         if not removable and not imports:

@@ -20,7 +20,7 @@ the variant's ``model`` module defines: ``TransformContext.variant_models``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -82,6 +82,7 @@ class Dependencies(Codemod):
             )
             return updated
         missing = self._missing_names(new, updated)
+        v2_names = updated  # (a renamed name's V2 class is the one its attributes compare with: none of the variant's)
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
             updated, missing = renamed, []
@@ -99,9 +100,19 @@ class Dependencies(Codemod):
                 + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else ""),
             )
             return updated
+        kept = self._kept_configs(package, target, parts[1:], updated)
+        if kept:
+            lacks = "; ".join(f"{target}'s {n} has no {a}" for n, a in kept.items())
+            self.todo(
+                "MV301",
+                f"kept {package}'s V2 {', '.join(kept)}: {lacks} (this package reads attributes of these names); "
+                f"a config dataclass holds no graph code, so V3 modules read it as V2's did: move to {target}'s "
+                "once the package no longer reads them",
+            )
+            return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
-        self._lost_attributes(package, target, parts[1:], updated)
-        self._changed_constructors(package, target, parts[1:], updated)
+        self._lost_attributes(package, target, parts[1:], v2_names)
+        self._changed_constructors(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
@@ -130,7 +141,12 @@ class Dependencies(Codemod):
                 aliases.append(alias)
                 continue
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            if not _only_attributes(self._whole_module(), local):
+            if _only_attributes(self._whole_module(), local):
+                pass
+            elif "GraphSpec" in self.state.source and _only_attributes(self._whole_module(), local, _MODULE_HOOKS):
+                # (its graph_specs builds V2 GraphSpecs: the file is V2, so PipelineModels runs on it)
+                changes(self.state).renamed_bases.add(local)  # PipelineModels moves graph_specs to _instantiate_module
+            else:
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
@@ -153,16 +169,39 @@ class Dependencies(Codemod):
             return False  # the package builds the variant's own pipeline model, and so its tree
         return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
 
+    def _kept_configs(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> dict[str, str]:
+        """Config dataclasses whose V3 variant lacks attributes this package reads: the import keeps
+        the V2 module (name → what the variant lacks), as max's phi3_modulev3 keeps llama3's V2
+        ``Llama3Config``. Only when every imported name is such a V2 dataclass, and the package reads
+        nothing that only the V3 variant has (V3 code given the V2 class would miss it)."""
+        ctx = self.state.context
+        if not ctx.attribute_reads or not ctx.data_classes or isinstance(node.names, cst.ImportStar):
+            return {}
+        prefix = ".".join([package, *rest])
+        shared = ctx.v3_exports.get(".".join([target, *rest]), frozenset())
+        # each name a V2 dataclass, or a name the variant's module has too that is no class of the V2
+        # module (a library name both import: ArchConfigWithKVCache); a V2 function may build V2 layers
+        if len(_aliases(node)) != len(node.names) or not all(
+            f"{prefix}.{n}" in ctx.data_classes or (n in shared and f"{prefix}.{n}" not in ctx.class_attributes)
+            for n in (a.name.value for a in _aliases(node))
+        ):
+            return {}
+        kept: dict[str, str] = {}
+        for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
+            lost = _lost(v2, v3, ctx.attribute_reads)
+            if _lost(v3, v2, ctx.attribute_reads):
+                return {}
+            if lost:
+                kept[name] = ", ".join(lost)
+        return kept
+
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
         ctx = self.state.context
         if not ctx.attribute_reads:
             return
         for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
-            # (a dunder is every class's: one not in the V3 body is inherited, not lost)
-            lost = sorted(
-                n for n in set(v2) - set(v3) if n in ctx.attribute_reads and not (n.startswith("__") and n.endswith("__"))
-            )
+            lost = _lost(v2, v3, ctx.attribute_reads)
             if lost:
                 self.todo(
                     "MV301",
@@ -244,6 +283,9 @@ class SiblingChanges:
     placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
     #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
     rope_device: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: V2 pipeline bases imported as their variant's V3 pipeline model (``SIBLING_RENAMES``) whose
+    #: subclasses here define ``graph_specs``: ``PipelineModels`` turns it into ``_instantiate_module``
+    renamed_bases: set[str] = field(default_factory=set)
 
 
 def changes(state: FileState) -> SiblingChanges:
@@ -365,10 +407,18 @@ class SiblingCalls(Codemod):
         return updated.with_changes(args=without(updated, bound, params, gone))
 
 
-def _only_attributes(module: cst.Module, base: str) -> bool:
+#: the V2 Llama pipeline base's hooks a subclass may override and still move onto the V3 base:
+#: ``_create_model_config`` (the same hook there) and ``graph_specs`` (``PipelineModels`` makes it
+#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot)
+_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs"})
+
+
+def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:
     """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
-    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks."""
+    that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks
+    (but ``hooks``; then at least one class overrides ``graph_specs``)."""
     found = False
+    graph_specs = not hooks
     for cls in module.body:
         if not isinstance(cls, cst.ClassDef) or not any(
             isinstance(b.value, cst.Name) and b.value.value == base for b in cls.bases
@@ -378,13 +428,16 @@ def _only_attributes(module: cst.Module, base: str) -> bool:
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
+                graph_specs = graph_specs or stmt.name.value == "graph_specs"
+                if stmt.name.value in hooks:
+                    continue
                 if stmt.name.value != "__init__" or not _only_super_init(stmt):
                     return False
             elif not isinstance(stmt, cst.SimpleStatementLine) or not all(
                 isinstance(s, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Pass)) for s in stmt.body
             ):
                 return False
-    return found
+    return found and graph_specs
 
 
 def _only_super_init(init: cst.FunctionDef) -> bool:
@@ -417,6 +470,12 @@ def _is_super_init(func: cst.BaseExpression) -> bool:
         isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
         and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
     )
+
+
+def _lost(has: Collection[str], lacks: Collection[str], reads: Collection[str]) -> list[str]:
+    """Attributes of ``has`` that ``lacks`` does not define and the package reads (sorted).
+    A dunder is every class's: one not in a class body is inherited, not lost."""
+    return sorted(n for n in set(has) - set(lacks) if n in reads and not (n.startswith("__") and n.endswith("__")))
 
 
 _Fact = TypeVar("_Fact")

@@ -33,6 +33,7 @@ import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source, without
 from codemods.base import Codemod, FileState, nodes_of
+from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     ATTRIBUTE_RENAMES,
@@ -45,6 +46,7 @@ from migrate_v3.knowledge.layers import (
     PLACEMENT_ARGS,
     QKV_LINEAR,
     QKV_NAMES,
+    QUANTIZED_BY,
     RMSNORM_HELPER,
     RMSNORM_HELPER_NAME,
     RMSNORM_VARIANTS,
@@ -159,12 +161,45 @@ class LayerConstructors(Codemod):
         self.port_args: dict[int, str] = {}
         #: id of a call assigned to ``self.<attr>`` → attr
         self.self_attr_of: dict[int, str] = {}
+        #: the file may spread a ``dict(...)`` into a call (what ``_kwargs_dicts`` looks for)
+        self.spreads_dicts = "(**" in state.source and "dict(" in state.source
+        #: id of a ``dict(...)`` only spread into calls of one V2 layer → that layer; id of those calls → (it, the dict's name)
+        self.kwargs_dicts: dict[int, str] = {}
+        self.kwargs_calls: dict[int, tuple[str, str]] = {}
+        #: id of an ``A if c else B`` factory binding → the branch ("body"/"orelse") whose V3 class builds both
+        self.collapse: dict[int, str] = {}
 
     # --- factory bookkeeping -------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.factories.append({})
         self.scopes.append(("def", node.name.value))
+        if self.spreads_dicts:
+            self._kwargs_dicts(node)
+
+    def _kwargs_dicts(self, func: cst.FunctionDef) -> None:
+        """``kw = dict(...)`` whose only uses are ``Layer(**kw)`` calls in ``func``: map the dict's
+        keywords as a call of that layer (``QUANTIZED_BY`` may pick the class every call then builds)."""
+        scan = _KwargsScan()
+        func.body.visit(scan)
+        for name, built in scan.dicts.items():
+            calls = scan.spread.get(name, [])
+            if built is None or not calls or scan.uses.get(name, 0) != len(calls) + 1:
+                continue
+            symbols = {v2_symbol(self.qualname(c.func)) or "" for c in calls}
+            if any(s not in LAYERS for s in symbols):
+                continue
+            first = LAYERS[next(iter(symbols))]
+            bound = bind(built, first.v2_params, first.v2_kwonly)
+            if bound is None:
+                continue
+            targets = {(q.v2_name if (q := self._quantized(s, bound)) else s) for s in symbols}
+            if len(targets) != 1:
+                continue
+            target = targets.pop()
+            self.kwargs_dicts[id(built)] = target
+            for call in calls:
+                self.kwargs_calls[id(call)] = (target, name)
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.factories.pop()
@@ -184,8 +219,10 @@ class LayerConstructors(Codemod):
         not_refs |= {id(a.keyword) for a in nodes_of(body, (cst.Arg,)) if isinstance(a, cst.Arg) and a.keyword}
         used = {n.value for n in nodes_of(body, (cst.Name,)) if isinstance(n, cst.Name) and id(n) not in not_refs}
         params = init.params.params
-        gone = frozenset(p.name.value for p in params if p.name.value in self.placement_params[-1] - used)
-        kept_used = sorted(p.name.value for p in params if p.name.value in self.placement_params[-1] & used and p.default is None)
+        # (and its own required placement parameters: V2's container passed them, V3's passes none)
+        placement = self.placement_params[-1] | {p.name.value for p in params if p.name.value in PLACEMENT_ARGS and p.default is None}
+        gone = frozenset(p.name.value for p in params if p.name.value in placement - used)
+        kept_used = sorted(p.name.value for p in params if p.name.value in placement & used and p.default is None)
         if kept_used:
             self.todo(
                 "MV344",
@@ -379,6 +416,9 @@ class LayerConstructors(Codemod):
                 return None
             if body is not None and orelse is not None and body.symbol == orelse.symbol:
                 return found
+            richer = self._richer_branch(value, body, orelse)
+            if richer is not None:
+                return richer
             other = value.orelse if found is body else value.body
             return Factory(found.symbol, found.offset, source(other), found.keywords)
         if isinstance(value, cst.Call) and self.qualname(value.func) in _PARTIAL and value.args:
@@ -389,6 +429,29 @@ class LayerConstructors(Codemod):
             return Factory(symbol, sum(1 for a in value.args[1:] if a.keyword is None), keywords=keywords)
         symbol = self._layer_symbol(value)
         return Factory(symbol) if symbol else None
+
+    def _richer_branch(self, value: cst.IfExp, body: Factory | None, orelse: Factory | None) -> Factory | None:
+        """``MoEQuantized if c else MoE``: V3 ``QuantizedMoE`` builds both (``QUANTIZED_BY``), so the
+        binding becomes that class alone (``leave_IfExp``) when ``c`` has no side effects."""
+        if body is None or orelse is None or body.offset or orelse.offset or body.keywords or orelse.keywords:
+            return None
+        for lean, rich, keep in ((body, orelse, "orelse"), (orelse, body, "body")):
+            if QUANTIZED_BY.get(lean.symbol, ("",))[0] == rich.symbol and pure_expression(value.test, self.qualname):
+                self.collapse[id(value)] = keep
+                return Factory(rich.symbol)
+        return None
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
+        keep = self.collapse.pop(id(original), None)
+        if keep is None:
+            return updated
+        branch = updated.orelse if keep == "orelse" else updated.body
+        lean = original.body if keep == "orelse" else original.orelse
+        self.rewrote(
+            original, "MV340",
+            f"{source(original)} → {source(branch)} (V3's class of it builds {source(lean)} too, with no quantization config)",
+        )
+        return branch
 
     def _factory(self, func: cst.BaseExpression) -> Factory | None:
         if not isinstance(func, cst.Name):
@@ -421,6 +484,10 @@ class LayerConstructors(Codemod):
         return f"self.{attr}(" in source(self.class_nodes[-1][0])  # called in the same class
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if self.kwargs_dicts and id(original) in self.kwargs_dicts:
+            return self._kwargs_dict(original, updated, self.kwargs_dicts.pop(id(original)))
+        if self.kwargs_calls and id(original) in self.kwargs_calls:
+            return self._kwargs_call(original, updated, *self.kwargs_calls.pop(id(original)))
         qualified = self.qualname(original.func)
         if qualified in _PARTIAL:
             return self._partial(original, updated)
@@ -435,6 +502,21 @@ class LayerConstructors(Codemod):
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)
 
+    def _kwargs_dict(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
+        """The keywords of a ``dict(...)`` spread into ``symbol``'s constructor, mapped where they are built."""
+        spec = LAYERS[symbol]
+        bound = bind(updated, spec.v2_params, spec.v2_kwonly)
+        if bound is None:
+            return updated
+        new = self._rebuild(original, updated, bound, spec, spec.v3_name, factory=True)
+        return new.with_changes(func=updated.func)
+
+    def _kwargs_call(self, original: cst.Call, updated: cst.Call, symbol: str, name: str) -> cst.BaseExpression:
+        """``Layer(**kw)`` whose dict was mapped where it is built: only the class may change."""
+        spec = LAYERS[symbol]
+        self.rewrote(original, "MV340", f"{source(original.func)}(**{name}) → {spec.v3_name} ({name} mapped where it is built)")
+        return updated.with_changes(func=self._ref(original.func, spec.v3_module, spec.v3_name))
+
     def _drop_removed_args(self, original: cst.Call, updated: cst.Call, params: tuple[str, ...], gone: frozenset[str]) -> cst.Call:
         """A call of a class of this file whose ``__init__`` lost placement parameters: drop them here too."""
         bound = bind(updated, params)
@@ -447,6 +529,15 @@ class LayerConstructors(Codemod):
         """``partial(V2Layer, ...)``: map the partial's arguments as a call of the layer."""
         if not updated.args or updated.args[0].keyword is not None or updated.args[0].star:
             return updated
+        first = original.args[0].value
+        if isinstance(first, cst.Name) and first.value in self.removed_params:
+            # partial(ClassOfThisFile, ...) of a class whose __init__ lost parameters: they go here too
+            inner = cst.Call(func=updated.args[0].value, args=updated.args[1:])
+            dropped = self._drop_removed_args(original, inner, *self.removed_params[first.value])
+            if dropped is inner:
+                return updated
+            head = updated.args[0] if dropped.args else updated.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(args=[head, *dropped.args])
         symbol = v2_symbol(self.qualname(original.args[0].value))
         if symbol is None or (symbol not in LAYERS and symbol not in NO_V3_CLASS):
             return updated
@@ -528,7 +619,23 @@ class LayerConstructors(Codemod):
             return updated
         if symbol == "RMSNorm":
             return self._rmsnorm(original, updated, bound)
+        richer = self._quantized(symbol, bound)
+        if richer is not None:
+            self.rewrote(original, "MV340", f"{symbol}({QUANTIZED_BY[symbol][1]}=...) → {richer.v3_name} (V3 {spec.v3_name} takes no {QUANTIZED_BY[symbol][1]})")
+            spec = richer
         return self._rebuild(original, updated, bound, spec, spec.v3_name)
+
+    @staticmethod
+    def _quantized(symbol: str, bound: Bound) -> LayerSpec | None:
+        """The spec of the V2 layer whose V3 class builds ``symbol`` with the quantization config it is given
+        (``QUANTIZED_BY``), when the call passes one other than the V2 default."""
+        if symbol not in QUANTIZED_BY:
+            return None
+        richer, param = QUANTIZED_BY[symbol]
+        arg = bound.args.get(param)
+        if arg is None or _literal(source(arg.value)) == _literal(LAYERS[symbol].v2_defaults.get(param, "None")):
+            return None
+        return LAYERS[richer]
 
     def _stacked_linear(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """q/k/v ``StackedLinear`` → ``QKVLinear``; anything else is left with a TODO."""
@@ -688,3 +795,42 @@ class LayerConstructors(Codemod):
             self.state.needed_imports.discard((spec.v3_module, RMSNORM_HELPER_NAME, None))
             return new.with_changes(func=cst.Name(RMSNORM_HELPER_NAME))
         return self._rebuild(original, updated, bound, spec, variant, skip=skip)
+
+
+class _KwargsScan(cst.CSTVisitor):
+    """In one function: ``name = dict(k=v, ...)`` bindings (None when bound twice or otherwise),
+    the calls that spread ``**name`` alone, and how often each name occurs."""
+
+    def __init__(self) -> None:
+        self.dicts: dict[str, cst.Call | None] = {}
+        self.spread: dict[str, list[cst.Call]] = {}
+        self.uses: dict[str, int] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function has its own scope
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if not isinstance(target, cst.Name):
+            return
+        name = target.value
+        built = value if isinstance(value, cst.Call) and name not in self.dicts else None
+        if built is not None and not (
+            isinstance(built.func, cst.Name) and built.func.value == "dict"
+            and all(a.keyword is not None and not a.star for a in built.args)
+        ):
+            built = None
+        self.dicts[name] = built
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._bind(t.target, node.value if len(node.targets) == 1 else None)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if len(node.args) == 1 and node.args[0].star == "**" and isinstance(node.args[0].value, cst.Name):
+            self.spread.setdefault(node.args[0].value.value, []).append(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.uses[node.value] = self.uses.get(node.value, 0) + 1

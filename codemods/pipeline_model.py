@@ -30,7 +30,9 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
+from codemods.dependencies import changes
 from codemods.imports import _IDENT, blank, blanked_code
+from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _BASES = {
     "PipelineModel": "ModuleV3PipelineModel",
@@ -39,6 +41,8 @@ _BASES = {
     "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
 }
 _HOME = "max.pipelines.lib"
+#: the names of sibling V2 pipeline bases ``Dependencies`` may import as a V3 pipeline model
+_SIBLING_BASES = tuple(sorted({k.rsplit(".", 1)[1] for k in SIBLING_RENAMES}))
 #: what a V2 pipeline's own load_model/load_graphs override loads through
 _V2_LOAD = frozenset({"load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile"})
 #: V2-only names that the rewrite may leave unused: dropped from their imports then
@@ -113,7 +117,7 @@ class PipelineModels(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "PipelineModel" in source
+        return "PipelineModel" in source or any(base in source for base in _SIBLING_BASES)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -148,6 +152,8 @@ class PipelineModels(Codemod):
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         found = self._v2_base(original)
+        if found is None and isinstance(updated.body, cst.IndentedBlock):
+            return self._sibling_subclass(original, updated)
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         index, v2_name = found
@@ -163,6 +169,28 @@ class PipelineModels(Codemod):
         kv = v2_name != "PipelineModel"
         body, todos = self._rewrite_body(list(updated.body.body), kv)
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
+        return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _sibling_subclass(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A subclass of a sibling's V2 pipeline base that ``Dependencies`` imports as the variant's
+        V3 pipeline model (``SiblingChanges.renamed_bases``): its ``graph_specs`` → ``_instantiate_module``.
+        When that cannot be done, an ``_instantiate_module`` that raises: the V3 base's own would
+        silently build the sibling's model instead of this one."""
+        renamed = changes(self.state).renamed_bases
+        base = next((b.value.value for b in original.bases if isinstance(b.value, cst.Name) and b.value.value in renamed), None)
+        if base is None or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        self.rewritten = True
+        body, todos = self._rewrite_body(list(updated.body.body), kv=True)
+        if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in body):
+            any_ = self.state.import_name("typing", "Any")
+            stub = cst.parse_statement(
+                f"def _instantiate_module(self, model_config: {any_}) -> {any_}:\n"
+                "    raise NotImplementedError(\"graph_specs is V2 code: build the root module here\")\n"
+            )
+            body.append(stub.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+        self.rewrote(original, "MV383", f"{original.name.value}({base}): the V3 base builds what _instantiate_module returns")
+        new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
     def _v2_base(self, node: cst.ClassDef) -> tuple[int, str] | None:

@@ -75,6 +75,8 @@ class Plan:
     #: target name → the existing variants whose pipeline ``model`` module its files import
     #: names from that the variant has (it then builds that variant's module tree)
     variant_models: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` of the same classes that are dataclasses (plain data: a config)
+    data_classes: frozenset[str] = frozenset()
 
 
 def v3_name(path: Path) -> str:
@@ -154,6 +156,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     exports: dict[str, frozenset[str]] = {}
     attributes: dict[str, frozenset[str]] = {}
     signatures: dict[str, tuple[str, ...]] = {}
+    data: set[str] = set()
     read: set[Path] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
@@ -163,15 +166,18 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 trees = module_trees(variant)  # read once for both
                 exports.update(module_exports(variant, trees))
                 for package, known in ((variant, trees), (target.source.parent / dep, None)):
-                    found, inits = class_facts(package, known)
+                    found, inits, datas = class_facts(package, known)
                     attributes.update(found)
                     signatures.update(inits)
+                    data |= datas
     readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
     reads: dict[str, frozenset[str]] = {}
     models: dict[str, frozenset[str]] = {}
     for t in readers:
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
-    return Plan(dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models)
+    return Plan(
+        dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data)
+    )
 
 
 ModuleTrees = list[tuple[tuple[str, ...], ast.Module | None]]
@@ -206,19 +212,21 @@ def module_exports(package: Path, trees: ModuleTrees | None = None) -> dict[str,
 
 def class_facts(
     package: Path, trees: ModuleTrees | None = None
-) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]], set[str]]:
     """For each class of ``package`` (``pkg.module.Class``): the names its instances
     have that the class itself defines — class-level assignments and annotations
     (dataclass fields), methods, ``self.x = ...`` in its methods, and the same of
-    bases defined in its module — and its ``__init__`` parameters (``init_signature``).
+    bases defined in its module — its ``__init__`` parameters (``init_signature``),
+    and whether it is a dataclass (decorated, or a base in its module is).
 
     Attributes of bases from other modules are not included: comparing a V2 class
     with its V3 variant, both usually derive from the same library bases.
     """
     out: dict[str, frozenset[str]] = {}
     inits: dict[str, tuple[str, ...]] = {}
+    data: set[str] = set()
     if trees is None and not package.is_dir():
-        return out, inits
+        return out, inits, data
     for parts, tree in module_trees(package) if trees is None else trees:
         if tree is None:
             continue
@@ -229,7 +237,24 @@ def class_facts(
             init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
             if init is not None:
                 inits[key] = init_signature(init)
-    return out, inits
+            if _is_dataclass(node, classes, frozenset()):
+                data.add(key)
+    return out, inits, data
+
+
+def _is_dataclass(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str]) -> bool:
+    """``@dataclass`` / ``@dataclass(...)`` / ``@dataclasses.dataclass``, or a base of ``node``'s module is one."""
+    for deco in node.decorator_list:
+        func = deco.func if isinstance(deco, ast.Call) else deco
+        if (isinstance(func, ast.Name) and func.id == "dataclass") or (
+            isinstance(func, ast.Attribute) and func.attr == "dataclass"
+        ):
+            return True
+    return any(
+        isinstance(b, ast.Name) and b.id in classes and b.id not in seen
+        and _is_dataclass(classes[b.id], classes, seen | {node.name})
+        for b in node.bases
+    )
 
 
 def init_signature(init: ast.FunctionDef) -> tuple[str, ...]:

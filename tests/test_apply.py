@@ -351,3 +351,30 @@ def test_plan_counts_a_renamed_base_as_building_the_variants_model(tmp_path: Pat
     # a subclass that overrides a V2 graph hook keeps V2 LlamaModelBase (Dependencies): not the variant's model
     (user / "model.py").write_text("from ..llama3.model import LlamaModelBase\n\n\nclass M(LlamaModelBase):\n    def graph_specs(self): ...\n")
     assert plan([user]).variant_models["user"] == frozenset()
+
+
+def test_a_sibling_config_dataclass_the_variant_lacks_members_of_stays_v2(tmp_path: Path) -> None:
+    """The plan records which V2 sibling classes are dataclasses; a package reading what the V3
+    variant's config lacks keeps the V2 config import (a config holds no graph code)."""
+    from migrate_v3.plan import plan
+
+    dc = "from dataclasses import dataclass\n\n\n@dataclass(kw_only=True)\n"
+    for name, fields in (("llama3", "    hidden_size: int\n    quant_config: object = None\n"),
+                         ("llama3_modulev3", "    hidden_size: int\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "model_config.py").write_text(f"{dc}class Llama3Config:\n{fields}")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model_config.py").write_text("from ..llama3.model_config import Llama3Config\n\n\nclass UserConfig(Llama3Config): ...\n")
+    (user / "model.py").write_text(
+        "from max.nn import Linear\n\nfrom .model_config import UserConfig\n\n\n"
+        "def build(config: UserConfig) -> Linear:\n    assert config.quant_config is None\n"
+        "    return Linear(config.hidden_size, config.hidden_size, dtype=None, device=None)\n"
+    )
+    assert "llama3.model_config.Llama3Config" in plan([user]).data_classes
+    apply_paths([user], jobs=1)
+    out = (tmp_path / "user_modulev3" / "model_config.py").read_text()
+    assert "from ..llama3.model_config import Llama3Config" in out, out
+    assert "kept llama3's V2 Llama3Config: llama3_modulev3's Llama3Config has no quant_config" in out

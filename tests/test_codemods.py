@@ -56,6 +56,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["class_attributes"] = {k: frozenset(v) for k, v in data["class_attributes"].items()}
     if "attribute_reads" in data:
         data["attribute_reads"] = frozenset(data["attribute_reads"])
+    if "data_classes" in data:
+        data["data_classes"] = frozenset(data["data_classes"])
     data.update(overrides)
     return TransformContext(**data)
 

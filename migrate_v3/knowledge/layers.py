@@ -492,6 +492,11 @@ FACTORY_BUILT: dict[str, str] = {"MoEGate": "MoE(gate_cls=...)"}
 #: arguments): a file that names one keeps the subclass's V2 parameters.
 FACTORY_BUILT_BY_V2: dict[str, tuple[str, ...]] = {"MoEGate": ("StackedMoE",)}
 
+#: V2 layer → the V2 layer whose V3 class also builds it once it takes a quantization config: V2
+#: ``MoE(quant_config=q)`` quantizes its experts, which V3 ``MoE`` cannot, while V3 ``QuantizedMoE``
+#: builds plain bf16 experts when ``q`` is None (deepseekV3_modulev3 uses it so on one device).
+QUANTIZED_BY: dict[str, tuple[str, str]] = {"MoE": ("MoEQuantized", "quant_config")}
+
 #: ``max.nn`` names another codemod flags with a more precise rule (no MV300).
 FLAGGED_ELSEWHERE = frozenset(
     {"Allreduce", "Signals", "forward_sharded_layers", "forward_sequential_layers", "ShardingStrategy"}
