@@ -97,3 +97,17 @@ def test_several_runs_share_one_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     reports = run_verify_many([(V2, V3, {"mypy": False}), (V2, V3, {"mypy": False, "seed": 1})])
     assert [[c.graph_shared_by for c in _numeric(r)] for r in reports] == [[2], [2]]
     assert [r.graphs_compiled for r in reports] == [2, 2] and fakes.alone == []
+
+
+def test_roots_whose_inputs_bind_a_dim_differently_get_separate_graphs() -> None:
+    """One graph binds a dim name to one value, and model code names its dims: pack, never rename."""
+    from max.dtype import DType
+    from max.graph import DeviceRef, TensorType
+
+    def binding(batch: int, seq: int) -> dict[str, int]:
+        t = TensorType(DType.float32, ["batch", "seq", 4], device=DeviceRef.CPU())
+        return together.dim_values([t], [np.zeros((batch, seq, 4))])
+
+    assert binding(2, 5) == {"batch": 2, "seq": 5}
+    assert together.pack([binding(2, 5), binding(1, 5), binding(2, 5), {"tokens": 6}, binding(1, 3)]) == [
+        [0, 2, 3], [1], [4]]

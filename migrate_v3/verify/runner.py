@@ -241,11 +241,14 @@ def _verify_runs(runs: list[_Run]) -> None:
                 continue
             run.report.graphs_compiled += outcome.pop_compiles()
             run.report.classes.append(outcome.result)
-    groups: dict[str, list[tuple[_Run, _Ready]]] = {}
+    from migrate_v3.verify.together import dim_values, pack
+
+    devices: dict[str, list[tuple[_Run, _Ready]]] = {}
     for run, item in ready:
-        groups.setdefault(run.opts.device, []).append((run, item))
-    for group in groups.values():
-        _verify_together(group)
+        devices.setdefault(run.opts.device, []).append((run, item))
+    for on_device in devices.values():
+        for indices in pack([dim_values(item.types, item.inputs) for _, item in on_device]):
+            _verify_together([on_device[i] for i in indices])
 
 
 def _verify_together(ready: list[tuple[_Run, _Ready]]) -> None:

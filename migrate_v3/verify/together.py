@@ -108,6 +108,37 @@ def _split(values: list[Any], counts: list[int]) -> list[list[Any]]:
     return parts
 
 
+def dim_values(types: Sequence[Any], inputs: Sequence[Any]) -> dict[str, int]:
+    """Each symbolic dim name of the input types, with the size the inputs give it."""
+    from max.graph import SymbolicDim
+
+    values: dict[str, int] = {}
+    for tensor_type, array in zip(types, inputs, strict=False):
+        for dim, size in zip(getattr(tensor_type, "shape", ()), getattr(array, "shape", ()), strict=False):
+            if isinstance(dim, SymbolicDim):
+                values.setdefault(str(dim), int(size))
+    return values
+
+
+def pack(bindings: Sequence[Mapping[str, int]]) -> list[list[int]]:
+    """Indices grouped so no group binds one dim name to two sizes (first fit, in order).
+
+    A graph binds a symbolic dim name to one value, and model code names dims
+    itself (``ops.reshape(x, ["batch_size", 1, 1, "seq_len"])``), so they
+    cannot be renamed: roots whose inputs disagree go to different graphs.
+    """
+    groups: list[tuple[list[int], dict[str, int]]] = []
+    for i, dims in enumerate(bindings):
+        for members, bound in groups:
+            if all(bound.get(name, size) == size for name, size in dims.items()):
+                members.append(i)
+                bound.update(dims)
+                break
+        else:
+            groups.append(([i], dict(dims)))
+    return [members for members, _ in groups]
+
+
 def compile_together(members: Sequence[Member], target: sides.Target,
                      session: Any) -> list[tuple[list[Any], list[Any]]]:
     """(V2 outputs, V3 outputs) per member, from one compiled graph per side."""
