@@ -64,6 +64,14 @@ def _call_roots(container: Any, args: Sequence[Any]) -> list[Any]:
     return outputs
 
 
+def _hold(container: Any, roots: Sequence[Any], arities: Sequence[int]) -> None:
+    """The container's children ``root0``, ``root1``, ... and what splitting needs."""
+    container.arities = tuple(arities)
+    container.tally = _Tally()
+    for i, root in enumerate(roots):
+        setattr(container, f"root{i}", root)
+
+
 @cache
 def _v2_container() -> type:
     class Roots(sides.v2_base()):  # type: ignore[misc]
@@ -71,10 +79,7 @@ def _v2_container() -> type:
 
         def __init__(self, roots: Sequence[Any], arities: Sequence[int]) -> None:
             super().__init__()
-            self.arities = tuple(arities)
-            self.tally = _Tally()
-            for i, root in enumerate(roots):
-                setattr(self, f"root{i}", root)
+            _hold(self, roots, arities)
 
         def __call__(self, *args: Any) -> list[Any]:
             return _call_roots(self, args)
@@ -89,10 +94,7 @@ def _v3_container() -> type:
 
         def __init__(self, roots: Sequence[Any], arities: Sequence[int]) -> None:
             super().__init__()
-            self.arities = tuple(arities)
-            self.tally = _Tally()
-            for i, root in enumerate(roots):
-                setattr(self, f"root{i}", root)
+            _hold(self, roots, arities)
 
         def forward(self, *args: Any) -> tuple[Any, ...]:
             return tuple(_call_roots(self, args))
