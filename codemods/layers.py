@@ -259,6 +259,10 @@ class LayerConstructors(Codemod):
                     out[target.attr.value] = renames
         return out
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        # a file that names no layer with attribute renames has nothing for leave_Attribute
+        return () if any(k in self.state.source for k in ATTRIBUTE_RENAMES) else ("leave_Attribute",)
+
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         """``self.conv.filter`` of a V2 ``Conv2d`` → ``self.conv.weight`` (the V3 attribute)."""
         renames = self.attr_renames[-1] if self.attr_renames else None
