@@ -25,6 +25,7 @@ from migrate_v3.verify.progress import Progress, make_progress
 from migrate_v3.verify.report import ClassResult, GreedyCheck, Status, VerifyReport
 from migrate_v3.verify.spec import Case, Spec, find_pyproject_spec, load_spec
 from migrate_v3.verify.tensors import load_checkpoint, random_state_dict
+from migrate_v3.verify.together import Member
 
 
 @dataclass
@@ -247,13 +248,13 @@ def _verify_runs(runs: list[_Run]) -> None:
     for run, item in ready:
         devices.setdefault(run.opts.device, []).append((run, item))
     for on_device in devices.values():
-        for indices in pack([dim_values(item.types, item.inputs) for _, item in on_device]):
+        for indices in pack([dim_values(item.pair.types, item.pair.inputs) for _, item in on_device]):
             _verify_together([on_device[i] for i in indices])
 
 
 def _verify_together(ready: list[tuple[_Run, _Ready]]) -> None:
     """One graph per side for every pair of the group; alone again if that fails, to name the culprit."""
-    from migrate_v3.verify.together import Member, compile_together
+    from migrate_v3.verify.together import compile_together
 
     first = ready[0][0]
     group: list[tuple[_Run, _Ready | _PairOutcome]] = list(ready)
@@ -263,7 +264,7 @@ def _verify_together(ready: list[tuple[_Run, _Ready]]) -> None:
         try:
             with first.progress.step(label):
                 outputs = compile_together(
-                    [Member(r.v2, r.v3, r.v2_weights, r.v3_weights, r.types, r.inputs) for _, r in ready],
+                    [r.pair for _, r in ready],
                     first.target, first.session)
         except Exception as exc:  # noqa: BLE001 - each pair alone says which one breaks
             why = f"the graph shared by {len(group)} classes failed ({type(exc).__name__}: {_short(exc)})"
@@ -454,12 +455,8 @@ class _Ready:
 
     plan: _Plan
     out: _PairOutcome
-    v2: Any
-    v3: Any
-    v2_weights: dict[str, Any]
-    v3_weights: dict[str, Any]
-    types: list[Any]
-    inputs: list[Any]
+    #: the built modules, weights, input types and inputs (what a shared graph takes of it, too)
+    pair: Member
     failed: bool
     greedy: bool
     start: float
@@ -511,27 +508,27 @@ def _prepare(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
         return out
     if weights is None:
         weights = random_state_dict(signature, opts.seed)
-    return _Ready(
-        plan, out, v2, v3,
+    pair = Member(
+        v2, v3,
         {k: weights[k] for k in sides.v2_signature(v2)},
         {key_map(k): v for k, v in weights.items()},
         sides.input_types(case.inputs, target, run_dtype),
         sides.make_inputs(case.inputs, opts.seed, run_dtype),
-        failed, bool(opts.greedy and case.greedy), start,
     )
+    return _Ready(plan, out, pair, failed, bool(opts.greedy and case.greedy), start)
 
 
 def _compile_pair(ready: _Ready, opts: VerifyOptions, target: sides.Target, session: Any,
                   progress: Progress, cache: dict[Any, Any]) -> _PairOutcome:
     """Compile and run the pair alone (one graph per side), then compare."""
-    plan, case, out = ready.plan, ready.plan.case, ready.out
+    plan, case, out, pair = ready.plan, ready.plan.case, ready.out, ready.pair
     try:
         with progress.step(f"{plan.name}: compile V2"):
             run2, fresh = _compiled(
-                cache, compile_key("v2", plan.v2_cls, case, ready.types, ready.v2_weights),
-                lambda: sides.compile_v2(ready.v2, ready.v2_weights, ready.types, target, session))
+                cache, compile_key("v2", plan.v2_cls, case, pair.types, pair.v2_weights),
+                lambda: sides.compile_v2(pair.v2, pair.v2_weights, pair.types, target, session))
             out.compiles += fresh
-            ref = run2(ready.inputs)
+            ref = run2(pair.inputs)
     except Exception as exc:  # noqa: BLE001 - cannot build the reference
         out.result.status = "error"
         out.result.reason = f"V2 graph failed: {type(exc).__name__}: {_short(exc)}"
@@ -539,10 +536,10 @@ def _compile_pair(ready: _Ready, opts: VerifyOptions, target: sides.Target, sess
     try:
         with progress.step(f"{plan.name}: compile V3"):
             run3, fresh = _compiled(
-                cache, compile_key("v3", plan.v3_cls, case, ready.types, ready.v3_weights),
-                lambda: sides.compile_v3(ready.v3, ready.v3_weights, ready.types, target))
+                cache, compile_key("v3", plan.v3_cls, case, pair.types, pair.v3_weights),
+                lambda: sides.compile_v3(pair.v3, pair.v3_weights, pair.types, target))
             out.compiles += fresh
-            got = run3(ready.inputs)
+            got = run3(pair.inputs)
             out.result.graph_shared_by = 1
     except Exception as exc:  # noqa: BLE001 - the port does not compile
         out.result.status = "fail"
@@ -566,7 +563,7 @@ def _compare(ready: _Ready, ref: list[Any], got: list[Any], opts: VerifyOptions,
         result.outputs.append(check)
         failed = failed or not check.passed
     if runners is not None:
-        result.greedy = _greedy(*runners, ready.inputs[0], opts.greedy)
+        result.greedy = _greedy(*runners, ready.pair.inputs[0], opts.greedy)
         failed = failed or not result.greedy.passed
     result.status = "fail" if failed else "pass"
     if ready.note and not result.reason:
