@@ -43,6 +43,13 @@ def bind(call: cst.Call, positional: Sequence[str], kwonly: Sequence[str] = ()) 
     return Bound(args, order)
 
 
+def self_attr(node: cst.BaseExpression | None) -> str | None:
+    """``X`` for ``self.X``, else None."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
 def source(node: cst.CSTNode) -> str:
     """Source text of a small expression (for comparisons with literal defaults)."""
     return cst.Module(body=[]).code_for_node(node)

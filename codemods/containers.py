@@ -18,20 +18,12 @@ import re
 
 import libcst as cst
 
+from codemods.args import self_attr
 from codemods.base import Codemod
 from migrate_v3.knowledge.layers import CONTAINER_MODULE, CONTAINERS, v2_symbol
 
 _CALLED_ATTR = re.compile(r"self\.(\w+)\(")
 
-
-def _self_attr(node: cst.BaseExpression) -> str | None:
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        return node.attr.value
-    return None
 
 
 class Containers(Codemod):
@@ -59,7 +51,7 @@ class Containers(Codemod):
         return updated
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        attr = _self_attr(node.targets[0].target) if len(node.targets) == 1 else None
+        attr = self_attr(node.targets[0].target) if len(node.targets) == 1 else None
         self.targets.append(attr)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
@@ -104,7 +96,7 @@ class Containers(Codemod):
         # self.<container>.layers → self.<container>
         if original.attr.value != "layers" or not self.classes:
             return updated
-        attr = _self_attr(original.value)
+        attr = self_attr(original.value)
         if attr is not None and attr in self.classes[-1]:
             self.rewrote(original, "MV352", f"self.{attr}.layers → self.{attr} (V3 containers are lists)")
             return updated.value

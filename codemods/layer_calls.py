@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from codemods.args import source
+from codemods.args import self_attr, source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
 from migrate_v3.knowledge.layers import CALL_DROPS
 
@@ -37,11 +37,6 @@ def _layer(qual: str | None) -> str | None:
             return name
     return None
 
-
-def _self_attr(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
 
 
 def _is_super_call(func: cst.BaseExpression) -> bool:
@@ -90,7 +85,7 @@ class LayerCalls(Codemod):
         for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
                 for assign in _assignments(stmt):
-                    name = _self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
+                    name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
                     layer = _layer(self.qualname(assign.value.func)) if name and isinstance(assign.value, cst.Call) else None
                     if name and layer:
                         attrs[name] = layer
@@ -106,7 +101,7 @@ class LayerCalls(Codemod):
         if not self.classes or not isinstance(updated, cst.Call):
             return updated
         base, attrs = self.classes[-1]
-        layer = base if base and _is_super_call(original.func) else attrs.get(_self_attr(original.func) or "")
+        layer = base if base and _is_super_call(original.func) else attrs.get(self_attr(original.func) or "")
         if layer is None:
             return updated
         arity, no_data = CALL_DROPS[layer]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, source, without
+from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, self_attr, source, without
 from codemods.base import Codemod, FileState, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
@@ -249,14 +249,11 @@ class LayerConstructors(Codemod):
         out: dict[str, dict[str, str]] = {}
         for assign in nodes_of(node.body, (cst.Assign,), skip=(cst.ClassDef,)):
             assert isinstance(assign, cst.Assign)
-            target = assign.targets[0].target if len(assign.targets) == 1 else None
-            if (
-                isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-                and target.value.value == "self" and isinstance(assign.value, cst.Call)
-            ):
+            attr = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
+            if attr is not None and isinstance(assign.value, cst.Call):
                 renames = ATTRIBUTE_RENAMES.get(v2_symbol(self.qualname(assign.value.func)) or "")
                 if renames:
-                    out[target.attr.value] = renames
+                    out[attr] = renames
         return out
 
     def idle_hooks(self) -> tuple[str, ...]:
@@ -266,15 +263,13 @@ class LayerConstructors(Codemod):
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         """``self.conv.filter`` of a V2 ``Conv2d`` → ``self.conv.weight`` (the V3 attribute)."""
         renames = self.attr_renames[-1] if self.attr_renames else None
-        inner = original.value
-        if not renames or not (
-            isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self"
-        ):
+        inner = self_attr(original.value)
+        if not renames or inner is None:
             return updated
-        new = renames.get(inner.attr.value, {}).get(original.attr.value)
+        new = renames.get(inner, {}).get(original.attr.value)
         if new is None:
             return updated
-        self.rewrote(original, "MV340", f"self.{inner.attr.value}.{original.attr.value} → .{new} (the V3 attribute)")
+        self.rewrote(original, "MV340", f"self.{inner}.{original.attr.value} → .{new} (the V3 attribute)")
         return updated.with_changes(attr=cst.Name(new))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods.args import as_keyword, bind, relayout, source
+from codemods.args import as_keyword, bind, relayout, self_attr, source
 from codemods.base import Codemod
 from codemods.tensor_types import TENSOR_MODULE, graph_symbol
 
@@ -50,12 +50,6 @@ class {KEYED_WEIGHT}(Module[[], Tensor]):
         return self.weight
 '''
 
-
-def _self_attr(node: cst.BaseExpression) -> str | None:
-    """``X`` for ``self.X``."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
 
 
 @dataclass
@@ -80,7 +74,7 @@ class _ClassScan(cst.CSTVisitor):
         return False
 
     def _target(self, target: cst.BaseExpression) -> None:
-        attr = _self_attr(target)
+        attr = self_attr(target)
         if attr is not None:
             self.assigned[attr] = self.assigned.get(attr, 0) + 1
             self.targets.add(id(target))
@@ -88,7 +82,7 @@ class _ClassScan(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
             self._target(t.target)
-        attr = _self_attr(node.targets[0].target) if len(node.targets) == 1 else None
+        attr = self_attr(node.targets[0].target) if len(node.targets) == 1 else None
         if attr is not None and isinstance(node.value, cst.Call):
             self.weights.append((attr, node.value))
 
@@ -177,7 +171,7 @@ class Parameters(Codemod):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         self.targets.pop()
-        attr = _self_attr(original.targets[0].target) if len(original.targets) == 1 else None
+        attr = self_attr(original.targets[0].target) if len(original.targets) == 1 else None
         key = self.classes[-1].renamed.get(attr) if self.classes and attr is not None else None
         if key is None or not isinstance(original.value, cst.Call):
             return updated
@@ -211,7 +205,7 @@ class Parameters(Codemod):
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         if self.state.annotation_depth == 0:
             keys = self.classes[-1] if self.classes else None
-            attr = _self_attr(original)
+            attr = self_attr(original)
             if keys is not None and attr in keys.keyed and id(original) not in keys.targets:
                 return cst.Attribute(value=updated, attr=cst.Name("weight"))
             return updated

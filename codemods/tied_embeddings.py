@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from codemods.args import self_attr
 from codemods.base import Codemod, FileState
 from migrate_v3.knowledge.layers import v2_symbol
 
@@ -46,16 +47,11 @@ class _Tie:
     condition: cst.BaseExpression | None
 
 
-def _self_attr(node: cst.BaseExpression | None) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
-
 
 def _embedding_weight(node: cst.BaseExpression) -> str | None:
     """``self.E.weight`` → ``E``."""
     if isinstance(node, cst.Attribute) and node.attr.value == "weight":
-        return _self_attr(node.value)
+        return self_attr(node.value)
     return None
 
 
@@ -82,7 +78,7 @@ def _alias(stmt: cst.BaseStatement) -> tuple[str, str] | None:
     """(head, embedding) of ``self.H.set_shared_weight("weight", self.E.weight)`` / ``self.H.weight = self.E.weight``."""
     shared = _shared_weight_call(stmt)
     if shared is not None:
-        head, emb = _self_attr(shared[0]), _self_attr(shared[1])
+        head, emb = self_attr(shared[0]), self_attr(shared[1])
         return (head, emb) if head and emb else None
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None
@@ -90,7 +86,7 @@ def _alias(stmt: cst.BaseStatement) -> tuple[str, str] | None:
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         target = small.targets[0].target
         if isinstance(target, cst.Attribute) and target.attr.value == "weight":
-            head, emb = _self_attr(target.value), _embedding_weight(small.value)
+            head, emb = self_attr(target.value), _embedding_weight(small.value)
             if head and emb:
                 return head, emb
     return None
@@ -104,7 +100,7 @@ def _find_tie(init: cst.FunctionDef) -> _Tie | None:
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
             assign = stmt.body[0]
             if len(assign.targets) == 1 and isinstance(assign.value, cst.Call):
-                head = _self_attr(assign.targets[0].target)
+                head = self_attr(assign.targets[0].target)
                 if head:
                     created[head] = i
         condition: cst.BaseExpression | None = None
@@ -215,7 +211,7 @@ class _HeadCalls(cst.CSTTransformer):
         self.tie = tie
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if _self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
+        if self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
             return updated
         x = cst.Module([]).code_for_node(updated.args[0].value)
         tied = f"{x} @ self.{self.tie.embedding}.weight.T"
