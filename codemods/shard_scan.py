@@ -44,8 +44,9 @@ def strategy_kind(expr: cst.BaseExpression, qualname: Qualname) -> str | None:
     return name if name in STRATEGIES else None
 
 
-def body_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
-    """Every small statement under ``node``'s statement bodies (not in nested defs/classes).
+def body_statements(node: cst.CSTNode, *, into_defs: bool = False) -> Iterator[cst.BaseSmallStatement]:
+    """Every small statement under ``node``'s statement bodies (not in nested classes, nor in
+    nested defs unless ``into_defs``: a class's methods, for one).
 
     Walks statement fields by name (``body``, ``orelse``, ``handlers``...):
     libcst's generic ``children`` costs a visitor per node.
@@ -57,7 +58,7 @@ def body_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
             yield from cur.body
         elif isinstance(cur, cst.IndentedBlock):
             todo.extend(reversed(cur.body))
-        elif isinstance(cur, cst.FunctionDef | cst.ClassDef) and cur is not node:
+        elif cur is not node and (isinstance(cur, cst.ClassDef) or (isinstance(cur, cst.FunctionDef) and not into_defs)):
             continue
         elif isinstance(cur, cst.CSTNode):
             for attr in ("finalbody", "orelse", "body"):
