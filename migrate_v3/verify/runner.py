@@ -237,8 +237,7 @@ def _verify_runs(runs: list[_Run]) -> None:
                 outcome = (prepared if isinstance(prepared, _PairOutcome) else
                            _compile_pair(prepared, run.opts, run.target, run.session, run.progress, cache))
             except Exception as exc:  # noqa: BLE001 - one class must not end the run
-                run.report.classes.append(ClassResult(
-                    plan.name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
+                run.report.classes.append(_verify_failed(plan.name, exc))
                 continue
             run.report.graphs_compiled += outcome.pop_compiles()
             run.report.classes.append(outcome.result)
@@ -284,11 +283,15 @@ def _verify_together(ready: list[tuple[_Run, _Ready]]) -> None:
                 counted.add(id(run))
         except Exception as exc:  # noqa: BLE001 - one class must not end the run
             name = item.result.name if isinstance(item, _PairOutcome) else item.plan.name
-            run.report.classes.append(ClassResult(
-                name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}"))
+            run.report.classes.append(_verify_failed(name, exc))
             continue
         run.report.graphs_compiled += outcome.pop_compiles()
         run.report.classes.append(outcome.result)
+
+
+def _verify_failed(name: str, exc: Exception) -> ClassResult:
+    """A class whose check raised inside verify itself: reported, and the run goes on."""
+    return ClassResult(name, "error", f"verify itself failed: {type(exc).__name__}: {_short(exc)}")
 
 
 def _afresh(run: _Run, item: _Ready, why: str) -> _Ready | _PairOutcome:
@@ -472,16 +475,17 @@ def _prepare(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
     out = _PairOutcome(ClassResult(plan.name, "pass", dtype=run_dtype))
     result = out.result
     v2 = plan.v2_module
+    v2_names = sides.v2_signature(v2)
     if checkpoint is not None:
         weights, signature = checkpoint
-        lacking = sorted(set(sides.v2_signature(v2)) - set(weights))
+        lacking = sorted(set(v2_names) - set(weights))
         if lacking:
             result.status = "error"
             result.reason = (f"the checkpoint lacks {len(lacking)} V2 weights "
                              f"(e.g. {', '.join(lacking[:3])}); it must use V2 names")
             return out
     else:
-        signature = sides.v2_signature(v2)
+        signature = v2_names
         weights = None  # made only when compiling: static checks need no values
     key_map = case.key_map or (lambda k: k)
     v3_signature_ckpt = {key_map(k): s for k, s in signature.items()}
@@ -510,7 +514,7 @@ def _prepare(plan: _Plan, opts: VerifyOptions, target: sides.Target, dtype: str,
         weights = random_state_dict(signature, opts.seed)
     pair = Member(
         v2, v3,
-        {k: weights[k] for k in sides.v2_signature(v2)},
+        {k: weights[k] for k in v2_names},
         {key_map(k): v for k, v in weights.items()},
         sides.input_types(case.inputs, target, run_dtype),
         sides.make_inputs(case.inputs, opts.seed, run_dtype),
