@@ -16,7 +16,10 @@ Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
   ``model: Callable[..., Any]``; ``self._models = self.load_graphs(session)``
   → ``self.model = self.load_model()`` (KV bases compile in ``__init__``);
 * ``self.model.execute(...)`` → ``self.model(...)`` with a TODO on reading
-  ``.driver_tensor``; anything else gets a TODO naming the V3 hook.
+  ``.driver_tensor``; anything else gets a TODO naming the V3 hook;
+* a class moved onto the V3 KV base gets ``_module_default_dtype`` returning
+  ``getattr(model_config, "dtype", self.dtype)``: that base builds under
+  ``model_config.dtype``, which V2 configs need not have (a target + draft pair).
 
     class M(PipelineModel[TextContext, Cfg, Model]):
     →  class M(ModuleV3PipelineModel[TextContext]):
@@ -107,6 +110,10 @@ def _stashed(func: cst.FunctionDef) -> set[str]:
     return set()
 
 
+def _defines(body: Sequence[cst.BaseStatement], name: str) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in body)
+
+
 def _identifiers(code: str) -> set[str]:
     """Identifiers used in ``code`` outside comments and plain strings."""
     return set(_IDENT.findall(blank(code)))
@@ -168,6 +175,9 @@ class PipelineModels(Codemod):
         self.rewritten = True
         kv = v2_name != "PipelineModel"
         body, todos = self._rewrite_body(list(updated.body.body), kv)
+        if _BASES[v2_name] == "ModuleV3PipelineModelWithKVCache" and not _defines(body, "_module_default_dtype"):
+            body.append(self._default_dtype())
+            self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
@@ -192,6 +202,19 @@ class PipelineModels(Codemod):
         self.rewrote(original, "MV383", f"{original.name.value}({base}): the V3 base builds what _instantiate_module returns")
         new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _default_dtype(self) -> cst.BaseStatement:
+        """``_module_default_dtype`` reading the config's ``dtype`` only when it has one: the V3 KV
+        base builds the module under ``model_config.dtype``, a field the V2 base never read (max's
+        composite configs, e.g. a target + draft pair, have none); the encoding's dtype otherwise."""
+        any_ = self.state.import_name("typing", "Any")
+        dtype = self.state.import_name("max.dtype", "DType")
+        stmt = cst.parse_statement(
+            f"def _module_default_dtype(self, state_dict: dict[str, {any_}], model_config: {any_}) -> {dtype}:\n"
+            "    del state_dict  # the V3 base builds under model_config.dtype; a V2 config need not have one\n"
+            f"    return getattr(model_config, \"dtype\", self.dtype)\n"
+        )
+        return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
 
     def _v2_base(self, node: cst.ClassDef) -> tuple[int, str] | None:
         for i, arg in enumerate(node.bases):
