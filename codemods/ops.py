@@ -76,6 +76,11 @@ class Ops(Codemod):
         self._refs.pop()
         return updated
 
+    def _imported(self, call: cst.Call) -> bool:
+        """``tree.flatten(x)`` / ``mod.rebind(...)``: a function of an imported module or class,
+        not a method of a graph value (a value is never an import)."""
+        return isinstance(call.func, cst.Attribute) and self.qualname(call.func.value) is not None
+
     def _typed_device_ref(self, node: cst.BaseExpression) -> bool:
         """``d`` / ``self.d`` bound to a DeviceRef, or ``ds[i]`` of a list of them (see ``_refs``)."""
         if not self._refs:
@@ -201,7 +206,7 @@ class Ops(Codemod):
         func = updated.func
         if not isinstance(func, cst.Attribute):
             return updated  # an earlier codemod rewrote the callee (``nn.Linear(...)`` → ``Linear(...)``)
-        if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value):
+        if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value) and not self._imported(original):
             self._functional()
             self.rewrote(original, "MV370", f".{method}() is not a Tensor method: F.{method}(x, ...)")
             first = cst.Arg(value=func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if updated.args else cst.MaybeSentinel.DEFAULT)
