@@ -30,6 +30,8 @@ _OPS = "max.graph.ops."
 _KERNELS = "max.nn.kernels."
 
 
+#: the hooks that track which names hold DeviceRefs (``Ops._refs``)
+_SCOPE_HOOKS = ("visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef")
 _TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(")
 
 
@@ -50,9 +52,13 @@ class Ops(Codemod):
         #: DeviceRef (False) or a list/sequence of them (True)
         self._refs: list[dict[str, bool]] = []
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        # only a file that names DeviceRef can annotate a parameter with it
+        return () if "DeviceRef" in self.state.source else _SCOPE_HOOKS
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) \
-            if isinstance(node.body, cst.IndentedBlock) and "DeviceRef" in self.state.source else None
+            if isinstance(node.body, cst.IndentedBlock) else None
         found: dict[str, bool] = {}
         if init is not None:
             params = _device_ref_params(init)
@@ -70,7 +76,7 @@ class Ops(Codemod):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         inherited = {k: v for k, v in self._refs[-1].items() if k.startswith("self.")} if self._refs else {}
-        self._refs.append({**inherited, **(_device_ref_params(node) if "DeviceRef" in self.state.source else {})})
+        self._refs.append({**inherited, **_device_ref_params(node)})
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._refs.pop()
