@@ -66,7 +66,9 @@ class Ops(Codemod):
                 assert isinstance(assign, cst.Assign)
                 value = assign.value.value if isinstance(assign.value, cst.Name) else None
                 for t in assign.targets:
-                    if value in params and isinstance(t.target, cst.Attribute) and source(t.target.value) == "self":
+                    # (a V3 Module's ``self.device`` is a property that stores a driver Device)
+                    if value in params and isinstance(t.target, cst.Attribute) and source(t.target.value) == "self" \
+                            and t.target.attr.value != "device":
                         found[f"self.{t.target.attr.value}"] = params[value]
         self._refs.append(found)
 
