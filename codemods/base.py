@@ -58,6 +58,8 @@ class TransformContext:
     variant_models: frozenset[str] = frozenset()
     #: ``pkg.module.Class`` → ``__init__`` parameters, same classes as ``class_attributes``
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``class_attributes`` with what each class inherits from the other classes read
+    class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` of the V2 classes among those that are dataclasses (configs)
     data_classes: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)

@@ -113,6 +113,7 @@ class Dependencies(Codemod):
         self.rewrote(original, "MV301", f"{package} → {target}")
         self._lost_attributes(package, target, parts[1:], v2_names)
         self._changed_constructors(package, target, parts[1:], v2_names)
+        self._gone_fields(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
         dots = [cst.Dot()] * (ctx.package_depth + 2)
@@ -245,6 +246,18 @@ class Dependencies(Codemod):
                     + (f" (it takes no {', '.join(gone)})" if gone else ""),
                 )
 
+    def _gone_fields(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A V2 config dataclass whose V3 variant lacks fields it has (inherited ones included): calls
+        that build it here (``cls(...)`` in a subclass, ``super().__init__``, ``Name(...)``) drop them."""
+        ctx = self.state.context
+        prefix = ".".join([package, *rest])
+        for name, v2, v3 in _class_pairs(ctx.class_fields, package, target, rest, node):
+            gone = frozenset(_lost(v2, v3, v2)) if f"{prefix}.{name}" in ctx.data_classes else frozenset()
+            if gone:
+                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                changes(self.state).fields_gone[local] = (target, gone)
+
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
         """Names ``node`` imports that an existing V3 variant's ``module`` does not define
         (all of them when the variant has no such module).
@@ -286,6 +299,8 @@ class SiblingChanges:
     #: V2 pipeline bases imported as their variant's V3 pipeline model (``SIBLING_RENAMES``) whose
     #: subclasses here define ``graph_specs``: ``PipelineModels`` turns it into ``_instantiate_module``
     renamed_bases: set[str] = field(default_factory=set)
+    #: config dataclasses whose V3 variant lacks V2 fields → (the variant, those fields)
+    fields_gone: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
 
 def changes(state: FileState) -> SiblingChanges:
@@ -307,7 +322,7 @@ class SiblingCalls(Codemod):
 
     @classmethod
     def applies_to(cls, source: str, context: TransformContext) -> bool:
-        return bool(context.class_signatures) and Dependencies.applies(source)
+        return bool(context.class_signatures or context.class_fields) and Dependencies.applies(source)
 
     def __init__(self, state: FileState) -> None:
         super().__init__(state)
@@ -317,9 +332,10 @@ class SiblingCalls(Codemod):
         self._kv_from_config = changed.kv_from_config
         self._placement_gone = changed.placement_gone
         self._rope_device = changed.rope_device
+        self._fields_gone = changed.fields_gone
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys()
+        fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
         self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
@@ -350,9 +366,14 @@ class SiblingCalls(Codemod):
 
         The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
         """
-        if not self._kv_from_config and not self._placement_gone and not self._rope_device:
+        if not self._kv_from_config and not self._placement_gone and not self._rope_device and not self._fields_gone:
             return updated
         func = original.func
+        enclosing = self._fixed_bases[-1] if self._fixed_bases else None
+        if enclosing in self._fields_gone and (_is_super_init(func) or (isinstance(func, cst.Name) and func.value == "cls")):
+            return self._drop_fields(original, updated, enclosing)
+        if isinstance(func, cst.Name) and func.value in self._fields_gone:
+            return self._drop_fields(original, updated, func.value)
         if isinstance(func, cst.Name) and (
             func.value in self._kv_from_config or func.value in self._placement_gone or func.value in self._rope_device
         ):
@@ -378,6 +399,20 @@ class SiblingCalls(Codemod):
                                           cst.Arg(value=value, keyword=cst.Name(_KV),
                                                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                         whitespace_after=cst.SimpleWhitespace("")))])
+
+    def _drop_fields(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
+        """``cls(..., use_subgraphs=x)`` → ``cls(...)`` when the V3 base has no such field (the
+        dataclass's ``__init__`` would raise TypeError); a TODO says what was dropped."""
+        target, gone = self._fields_gone[name]
+        dropped = [a for a in updated.args if a.keyword is not None and a.keyword.value in gone]
+        if not dropped:
+            return updated
+        names = ", ".join(a.keyword.value for a in dropped if a.keyword is not None)
+        self.rewrote(original, "MV301", f"{name}(...): {names} dropped ({target}'s {name} has no such field)")
+        self.todo("MV301", f"dropped {names}: {target}'s {name} has no such field (V2's had; the V3 modules never read it): "
+                  "check nothing here needs it")
+        kept = [a for a in updated.args if all(a is not d for d in dropped)]
+        return updated.with_changes(args=relayout(updated.args, kept))
 
     def _rope_with_device(self, original: cst.Call, updated: cst.Call, name: str, v3: tuple[str, ...]) -> cst.Call:
         """``Rope(d, h, t, s, head_dim=k)`` → ``Rope(d, h, t, s, head_dim=k, device=CPU())`` (V2 built it on the CPU)."""

@@ -6,11 +6,15 @@ it (``knowledge/max_26_7.json``); keyword renames and flipped defaults from
 ``ops.max``/``ops.min``, *all* axes in F) becomes ``axis=-1``. An op with no F
 form is wrapped: ``F.functional(ops.X)(...)``. Collectives and TensorValue-only
 APIs (``.tensor``, ``.buffer``, ``.stdev``...) are flagged. ``x.to(DeviceRef.X())``
-gets the driver Device V3's ``Tensor.to``/``Module.to`` take (V2 values take it too).
+gets the driver Device V3's ``Tensor.to``/``Module.to`` take (V2 values take it too); so
+does ``x.to(d)`` / ``x.to(self.devices[0])`` when ``d`` is a parameter annotated
+``DeviceRef`` (or a ``list``/``Sequence`` of them, indexed), or ``self.devices`` is set
+from such a parameter in ``__init__``.
 
     ops.reshape(x, [1, -1])   →  F.reshape(x, [1, -1])
     ops.buffer_load(buf)      →  F.functional(ops.buffer_load)(buf)
     x.to(DeviceRef.CPU())     →  x.to(DeviceRef.CPU().to_device())
+    x.to(self.devices[0])     →  x.to(self.devices[0].to_device())   (devices: list[DeviceRef])
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods.args import as_keyword, bind, new_keyword, relayout, source
-from codemods.base import Codemod
+from codemods.base import Codemod, nodes_of
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge import symbols as S
 
@@ -26,6 +30,8 @@ _OPS = "max.graph.ops."
 _KERNELS = "max.nn.kernels."
 
 
+#: the hooks that track which names hold DeviceRefs (``Ops._refs``)
+_SCOPE_HOOKS = ("visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef")
 _TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(")
 
 
@@ -39,6 +45,62 @@ class Ops(Codemod):
     @classmethod
     def applies(cls, source: str) -> bool:
         return any(t in source for t in _TRIGGERS)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: per enclosing class / function: the names (``d``, ``self.devices``) known to hold a
+        #: DeviceRef (False) or a list/sequence of them (True)
+        self._refs: list[dict[str, bool]] = []
+
+    def idle_hooks(self) -> tuple[str, ...]:
+        # only a file that names DeviceRef can annotate a parameter with it
+        return () if "DeviceRef" in self.state.source else _SCOPE_HOOKS
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) \
+            if isinstance(node.body, cst.IndentedBlock) else None
+        found: dict[str, bool] = {}
+        if init is not None:
+            params = _device_ref_params(init)
+            for assign in nodes_of(init, (cst.Assign,)):
+                assert isinstance(assign, cst.Assign)
+                value = assign.value.value if isinstance(assign.value, cst.Name) else None
+                for t in assign.targets:
+                    # (a V3 Module's ``self.device`` is a property that stores a driver Device)
+                    if value in params and isinstance(t.target, cst.Attribute) and source(t.target.value) == "self" \
+                            and t.target.attr.value != "device":
+                        found[f"self.{t.target.attr.value}"] = params[value]
+        self._refs.append(found)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._refs.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        inherited = {k: v for k, v in self._refs[-1].items() if k.startswith("self.")} if self._refs else {}
+        self._refs.append({**inherited, **_device_ref_params(node)})
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self._refs.pop()
+        return updated
+
+    def _imported(self, call: cst.Call) -> bool:
+        """``tree.flatten(x)`` / ``mod.rebind(...)``: a function of an imported module or class,
+        not a method of a graph value (a value is never an import)."""
+        return isinstance(call.func, cst.Attribute) and self.qualname(call.func.value) is not None
+
+    def _typed_device_ref(self, node: cst.BaseExpression) -> bool:
+        """``d`` / ``self.d`` bound to a DeviceRef, or ``ds[i]`` of a list of them (see ``_refs``)."""
+        if not self._refs:
+            return False
+        many = isinstance(node, cst.Subscript)
+        base = node
+        if isinstance(node, cst.Subscript):
+            if not (len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+                return False
+            base = node.value
+        name = source(base) if isinstance(base, cst.Name | cst.Attribute) else None
+        return name is not None and self._refs[-1].get(name) is many
 
     def _functional(self) -> None:
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
@@ -152,7 +214,7 @@ class Ops(Codemod):
         func = updated.func
         if not isinstance(func, cst.Attribute):
             return updated  # an earlier codemod rewrote the callee (``nn.Linear(...)`` → ``Linear(...)``)
-        if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value):
+        if method in K.METHOD_TO_FUNCTION and _looks_like_tensor(func.value) and not self._imported(original):
             self._functional()
             self.rewrote(original, "MV370", f".{method}() is not a Tensor method: F.{method}(x, ...)")
             first = cst.Arg(value=func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if updated.args else cst.MaybeSentinel.DEFAULT)
@@ -168,7 +230,9 @@ class Ops(Codemod):
             ]
             self.rewrote(original, "MV370", ".transpose(dim_1=, dim_2=) → .transpose(dim1=, dim2=)")
             return updated.with_changes(args=args)
-        if method == "to" and len(updated.args) == 1 and not updated.args[0].keyword and _is_device_ref(updated.args[0].value):
+        if method == "to" and len(updated.args) == 1 and not updated.args[0].keyword and (
+            _is_device_ref(updated.args[0].value) or self._typed_device_ref(original.args[0].value)
+        ):
             # V3 Tensor.to/Module.to take a driver Device; a V2 graph value's .to takes one too
             arg = updated.args[0]
             device = cst.Call(func=cst.Attribute(value=arg.value, attr=cst.Name("to_device")))
@@ -203,6 +267,25 @@ def _is_device_ref(node: cst.BaseExpression) -> bool:
         return False
     text = source(node)
     return text.startswith("DeviceRef.") or text.startswith("DeviceRef(")
+
+
+#: annotations of a parameter holding several DeviceRefs (indexed: one DeviceRef)
+_DEVICE_REFS = frozenset({"list[DeviceRef]", "List[DeviceRef]", "Sequence[DeviceRef]", "tuple[DeviceRef,...]"})
+
+
+def _device_ref_params(func: cst.FunctionDef) -> dict[str, bool]:
+    """Parameters annotated ``DeviceRef`` (False) or ``list``/``Sequence``/``tuple`` of it (True)."""
+    found: dict[str, bool] = {}
+    params = func.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.annotation is None:
+            continue
+        text = source(param.annotation.annotation).replace(" ", "")
+        if text == "DeviceRef":
+            found[param.name.value] = False
+        elif text in _DEVICE_REFS:
+            found[param.name.value] = True
+    return found
 
 
 def _is_graph_input(node: cst.BaseExpression) -> bool:

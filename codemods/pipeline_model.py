@@ -16,7 +16,12 @@ Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
   ``model: Callable[..., Any]``; ``self._models = self.load_graphs(session)``
   → ``self.model = self.load_model()`` (KV bases compile in ``__init__``);
 * ``self.model.execute(...)`` → ``self.model(...)`` with a TODO on reading
-  ``.driver_tensor``; anything else gets a TODO naming the V3 hook.
+  ``.driver_tensor``; anything else gets a TODO naming the V3 hook;
+* a two-tower ``graph_specs`` (vision + language) → ``ModuleV3MultiGraphPipelineModelWithKVCache``
+  and its two compile hooks (``codemods.pipeline_towers``);
+* a class moved onto the V3 KV base gets ``_module_default_dtype`` returning
+  ``getattr(model_config, "dtype", self.dtype)``: that base builds under
+  ``model_config.dtype``, which V2 configs need not have (a target + draft pair).
 
     class M(PipelineModel[TextContext, Cfg, Model]):
     →  class M(ModuleV3PipelineModel[TextContext]):
@@ -32,6 +37,7 @@ from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
 from codemods.imports import _IDENT, blank, blanked_code
+from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _BASES = {
@@ -41,6 +47,8 @@ _BASES = {
     "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
 }
 _HOME = "max.pipelines.lib"
+#: the V3 base of a two-tower (vision + language) model, see ``codemods.pipeline_towers``
+_MULTI = "ModuleV3MultiGraphPipelineModelWithKVCache"
 #: the names of sibling V2 pipeline bases ``Dependencies`` may import as a V3 pipeline model
 _SIBLING_BASES = tuple(sorted({k.rsplit(".", 1)[1] for k in SIBLING_RENAMES}))
 #: what a V2 pipeline's own load_model/load_graphs override loads through
@@ -107,6 +115,10 @@ def _stashed(func: cst.FunctionDef) -> set[str]:
     return set()
 
 
+def _defines(body: Sequence[cst.BaseStatement], name: str) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in body)
+
+
 def _identifiers(code: str) -> set[str]:
     """Identifiers used in ``code`` outside comments and plain strings."""
     return set(_IDENT.findall(blank(code)))
@@ -157,17 +169,22 @@ class PipelineModels(Codemod):
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         index, v2_name = found
-        v3_name = self.state.import_name(_HOME, _BASES[v2_name])
+        towers = self._towers(list(updated.body.body)) if _BASES[v2_name] == "ModuleV3PipelineModelWithKVCache" else None
+        v3_base = _MULTI if towers is not None else _BASES[v2_name]
+        v3_name = self.state.import_name(_HOME, v3_base)
         bases = list(updated.bases)
         base = bases[index].value
         new_base: cst.BaseExpression = cst.Name(v3_name)
         if isinstance(base, cst.Subscript) and base.slice:
             new_base = base.with_changes(value=cst.Name(v3_name), slice=[base.slice[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
         bases[index] = bases[index].with_changes(value=new_base)
-        self.rewrote(original, "MV383", f"{v2_name} → {_BASES[v2_name]}")
+        self.rewrote(original, "MV383", f"{v2_name} → {v3_base}")
         self.rewritten = True
         kv = v2_name != "PipelineModel"
-        body, todos = self._rewrite_body(list(updated.body.body), kv)
+        body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
+        if v3_base == "ModuleV3PipelineModelWithKVCache" and not _defines(body, "_module_default_dtype"):
+            body.append(self._default_dtype())
+            self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
@@ -193,6 +210,19 @@ class PipelineModels(Codemod):
         new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
+    def _default_dtype(self) -> cst.BaseStatement:
+        """``_module_default_dtype`` reading the config's ``dtype`` only when it has one: the V3 KV
+        base builds the module under ``model_config.dtype``, a field the V2 base never read (max's
+        composite configs, e.g. a target + draft pair, have none); the encoding's dtype otherwise."""
+        any_ = self.state.import_name("typing", "Any")
+        dtype = self.state.import_name("max.dtype", "DType")
+        stmt = cst.parse_statement(
+            f"def _module_default_dtype(self, state_dict: dict[str, {any_}], model_config: {any_}) -> {dtype}:\n"
+            "    del state_dict  # the V3 base builds under model_config.dtype; a V2 config need not have one\n"
+            f"    return getattr(model_config, \"dtype\", self.dtype)\n"
+        )
+        return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+
     def _v2_base(self, node: cst.ClassDef) -> tuple[int, str] | None:
         for i, arg in enumerate(node.bases):
             expr = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
@@ -203,12 +233,42 @@ class PipelineModels(Codemod):
                     return i, name
         return None
 
-    def _rewrite_body(self, body: list[cst.BaseStatement], kv: bool) -> tuple[list[cst.BaseStatement], list[str]]:
+    def _towers(self, body: list[cst.BaseStatement]) -> tuple[Towers, dict[str, cst.FunctionDef]] | None:
+        """A two-tower ``graph_specs`` whose helpers both rewrite, with ``vision_model``/``language_model``
+        properties over ``self._models`` and an ``__init__`` that loads them (else None: one base)."""
+        funcs = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+        specs = funcs.get("graph_specs")
+        towers = find_towers(specs) if specs is not None else None
+        init = funcs.get("__init__")
+        if towers is None or init is None or not any(_matches(s, "self._models = self.load_graphs(session)") for s in nodes_of(init, (cst.SimpleStatementLine,))):
+            return None
+        for func in funcs.values():
+            role = models_property(func)
+            if role is not None:
+                towers.attributes[role] = func.name.value
+        compiled = {}
+        for helper in set(towers.helpers.values()):
+            found = funcs.get(helper)
+            new = compile_helper(found, "Callable", "Any") if found is not None else None
+            if new is None:
+                return None
+            compiled[helper] = new
+        if set(towers.attributes) != set(towers.helpers):
+            return None
+        self.state.import_name("collections.abc", "Callable")
+        self.state.import_name("typing", "Any")
+        self.state.import_name("max.experimental.tensor", "default_dtype")
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        return towers, compiled
+
+    def _rewrite_body(
+        self, body: list[cst.BaseStatement], kv: bool, towers: tuple[Towers, dict[str, cst.FunctionDef]] | None = None
+    ) -> tuple[list[cst.BaseStatement], list[str]]:
         stash = any(isinstance(s, cst.FunctionDef) and self._is_stash(s) for s in body)
         self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
-        helpers: dict[str, cst.FunctionDef] = {}
+        helpers: dict[str, cst.FunctionDef] = dict(towers[1]) if towers else {}
         for s in body:
-            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module") and "GraphSpec" in source(s.body):
+            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module", *helpers) and "GraphSpec" in source(s.body):
                 built = self._instantiate(s, helper=True)
                 if built is not None:
                     helpers[s.name.value] = built
@@ -244,6 +304,18 @@ class PipelineModels(Codemod):
                     continue
                 if name in helpers:
                     out.append(helpers[name])
+                    if towers:
+                        self.rewrote(stmt, "MV382", f"{name}: GraphSpec → builds under F.lazy() and returns the compiled tower")
+                    continue
+                if towers and models_property(stmt) in towers[0].attributes:
+                    out.append(self._model_annotation(stmt, optional=models_property(stmt) == "VISION"))
+                    continue
+                if name == "graph_specs" and towers:
+                    callable_ = self.state.import_name("collections.abc", "Callable")
+                    any_ = self.state.import_name("typing", "Any")
+                    new_hooks = hooks(towers[0], callable_, any_)
+                    out.extend([new_hooks[0].with_changes(leading_lines=stmt.leading_lines), *new_hooks[1:]])
+                    self.rewrote(stmt, "MV383", "graph_specs (vision + language) → _compile_vision_model / _compile_language_model")
                     continue
                 if name == "graph_specs":
                     replaced = self._instantiate(stmt) or self._dispatch(stmt, helpers)
@@ -256,13 +328,13 @@ class PipelineModels(Codemod):
                     else:
                         out.append(replaced)
                     continue
-                out.append(self._in_method(stmt, kv))
+                out.append(self._in_method(stmt, kv, towers[0].attributes if towers else None))
                 continue
             out.append(stmt)
         if dropped and any("self.state_dict" in source(s) for s in out):
             for at, stmt in reversed(dropped):
                 out.insert(at, stmt)
-        if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
+        if not towers and not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
 
@@ -270,10 +342,12 @@ class PipelineModels(Codemod):
         result = attach_todos(stmt, [f"{TODO_PREFIX}MV382 {message}"])
         return result if isinstance(result, cst.BaseStatement) else stmt
 
-    def _model_annotation(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    def _model_annotation(self, stmt: cst.BaseStatement, optional: bool | None = None) -> cst.BaseStatement:
+        """``model: Callable[..., Any]`` (``optional``: a tower property, named as it was)."""
         callable_ = self.state.import_name("collections.abc", "Callable")
         any_ = self.state.import_name("typing", "Any")
-        new = cst.parse_statement(f"model: {callable_}[..., {any_}]\n")
+        name = stmt.name.value if optional is not None and isinstance(stmt, cst.FunctionDef) else "model"
+        new = cst.parse_statement(f"{name}: {callable_}[..., {any_}]{' | None' if optional else ''}\n")
         return new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
 
     @staticmethod
@@ -433,7 +507,7 @@ class PipelineModels(Codemod):
         self.rewrote(func, "MV382", f"{func.name.value}: load_state_dict/GraphSpec → returns the module")
         return new
 
-    def _in_method(self, func: cst.FunctionDef, kv: bool) -> cst.FunctionDef:
+    def _in_method(self, func: cst.FunctionDef, kv: bool, towers: dict[str, str] | None = None) -> cst.FunctionDef:
         """``self._models = self.load_graphs(session)``, ``self.model = self.load_model(session)`` and
         ``self.model.execute(...)`` inside a method."""
         if not any(
@@ -442,7 +516,7 @@ class PipelineModels(Codemod):
             for call in nodes_of(func, (cst.Call,))
         ):
             return func  # neither pattern can occur: skip the rewriting walk
-        return func.visit(_MethodRewrite(kv))  # type: ignore[return-value]
+        return func.visit(_MethodRewrite(kv, towers))  # type: ignore[return-value]
 
 
 #: the graph inputs a V2 ragged KV model took first, and the order a ModuleV3 root's forward takes them
@@ -470,16 +544,25 @@ def v3_input_order(args: list[cst.Arg]) -> list[cst.Arg] | None:
 
 
 class _MethodRewrite(cst.CSTTransformer):
-    def __init__(self, kv: bool) -> None:
+    def __init__(self, kv: bool, towers: dict[str, str] | None = None) -> None:
         super().__init__()
         self.kv = kv
         self.executes = 0
+        self.called = "self.model"
+        #: role → attribute of a two-tower model (``self.vision_model``...)
+        self.towers = towers or {}
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if source(updated.func) == "self.model.execute":
             self.executes += 1
+            self.called = "self.model"
             args = v3_input_order(list(updated.args)) if self.kv else None
             return updated.with_changes(func=cst.parse_expression("self.model"), args=args or updated.args)
+        called = source(updated.func)
+        if called.endswith(".execute") and called[: -len(".execute")] in {f"self.{a}" for a in self.towers.values()}:
+            self.executes += 1
+            self.called = called[: -len(".execute")]
+            return updated.with_changes(func=cst.parse_expression(self.called))
         return updated
 
     def leave_SimpleStatementLine(
@@ -488,12 +571,16 @@ class _MethodRewrite(cst.CSTTransformer):
         if _matches(original, "self.model = self.load_model(session)") and self.kv:
             return cst.RemovalSentinel.REMOVE  # the V3 KV base's __init__ compiles: self.model = self.load_model()
         if _matches(original, "self._models = self.load_graphs(session)"):
+            if self.towers:
+                vision, language = self.towers["VISION"], self.towers["DECODER"]
+                new = cst.parse_statement(f"self.{vision}, self.{language} = self.load_model()\n")
+                return new.with_changes(leading_lines=updated.leading_lines)
             if self.kv:
                 return cst.RemovalSentinel.REMOVE
             return cst.parse_statement("self.model = self.load_model()\n").with_changes(leading_lines=updated.leading_lines)
         if self.executes:
             self.executes = 0
-            note = f"{TODO_PREFIX}MV381 self.model(...) returns the forward's pytree of Tensors: read .driver_tensor where a Buffer is needed"
+            note = f"{TODO_PREFIX}MV381 {self.called}(...) returns the forward's pytree of Tensors: read .driver_tensor where a Buffer is needed"
             result = attach_todos(updated, [note])
             return result if isinstance(result, cst.SimpleStatementLine) else updated
         return updated

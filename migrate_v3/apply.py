@@ -123,6 +123,7 @@ def _contexts(
         variant_models=the_plan.variant_models.get(target.name, frozenset()),
         class_signatures=the_plan.class_signatures,
         data_classes=the_plan.data_classes,
+        class_fields=the_plan.class_fields,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,
         is_arch_module=target.is_package and rel == Path("arch.py"),

@@ -77,6 +77,9 @@ class Plan:
     variant_models: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` of the same classes that are dataclasses (plain data: a config)
     data_classes: frozenset[str] = frozenset()
+    #: ``class_attributes`` plus what each class inherits from bases of the classes read
+    #: (``DeepseekV3_2Config`` → its module's ``DeepseekV3Config``'s fields too)
+    class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -157,6 +160,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     attributes: dict[str, frozenset[str]] = {}
     signatures: dict[str, tuple[str, ...]] = {}
     data: set[str] = set()
+    bases: dict[str, list[str]] = {}
     read: set[Path] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
@@ -165,18 +169,21 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 read.add(variant)
                 trees = module_trees(variant)  # read once for both
                 exports.update(module_exports(variant, trees))
-                for package, known in ((variant, trees), (target.source.parent / dep, None)):
+                v2 = target.source.parent / dep
+                for package, known in ((variant, trees), (v2, module_trees(v2) if v2.is_dir() else None)):
                     found, inits, datas = class_facts(package, known)
                     attributes.update(found)
                     signatures.update(inits)
                     data |= datas
+                    bases.update(class_bases(known or []))
     readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
     reads: dict[str, frozenset[str]] = {}
     models: dict[str, frozenset[str]] = {}
     for t in readers:
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
     return Plan(
-        dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data)
+        dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
+        inherited(attributes, bases),
     )
 
 
@@ -240,6 +247,59 @@ def class_facts(
             if _is_dataclass(node, classes, frozenset()):
                 data.add(key)
     return out, inits, data
+
+
+def class_bases(trees: ModuleTrees) -> dict[str, list[str]]:
+    """``pkg.module.Class`` → the keys its bases may have when imported from a sibling module
+    (``from ..deepseekV3.model_config import DeepseekV3Config`` or the absolute
+    ``max.pipelines.architectures.`` form), both readings of a relative import (the module is a
+    file, or a package's ``__init__``): the one that names no class read is never looked up."""
+    out: dict[str, list[str]] = {}
+    for parts, tree in trees:
+        if tree is None:
+            continue
+        imported: dict[str, list[str]] = {}
+        for node in tree.body:
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            if node.level:
+                cut = len(parts) - node.level
+                homes = [".".join([*parts[:c], node.module]) for c in (cut, cut + 1) if 0 <= c < len(parts)]
+            elif node.module.startswith(_ARCHITECTURES):
+                homes = [node.module[len(_ARCHITECTURES):]]
+            else:
+                continue
+            for alias in node.names:
+                imported[alias.asname or alias.name] = [f"{h}.{alias.name}" for h in homes]
+        local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                keys = []
+                for base in node.bases:
+                    if isinstance(base, ast.Name):
+                        keys += [".".join([*parts, base.id])] if base.id in local else imported.get(base.id, [])
+                out[".".join([*parts, node.name])] = keys
+    return out
+
+
+def inherited(attributes: dict[str, frozenset[str]], bases: dict[str, list[str]]) -> dict[str, frozenset[str]]:
+    """Each class's attributes with those of its bases among ``attributes`` (transitively)."""
+    done: dict[str, frozenset[str]] = {}
+
+    def of(key: str, seen: frozenset[str]) -> frozenset[str]:
+        if key in done:
+            return done[key]
+        names = set(attributes.get(key, frozenset()))
+        for base in bases.get(key, ()):
+            if base in attributes and base not in seen:
+                names |= of(base, seen | {key})
+        done[key] = frozenset(names)
+        return done[key]
+
+    return {key: of(key, frozenset()) for key in attributes}
+
+
+_ARCHITECTURES = "max.pipelines.architectures."
 
 
 def _is_dataclass(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str]) -> bool:

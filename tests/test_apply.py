@@ -378,3 +378,39 @@ def test_a_sibling_config_dataclass_the_variant_lacks_members_of_stays_v2(tmp_pa
     out = (tmp_path / "user_modulev3" / "model_config.py").read_text()
     assert "from ..llama3.model_config import Llama3Config" in out, out
     assert "kept llama3's V2 Llama3Config: llama3_modulev3's Llama3Config has no quant_config" in out
+
+
+def test_a_config_field_the_v3_base_inherits_no_longer_is_dropped_from_its_build(tmp_path: Path) -> None:
+    """The plan's ``class_fields`` add what a class inherits from a base in another sibling
+    module (relative and absolute imports): ``use_subgraphs`` of V2 ``base``'s config, which the
+    V3 variant's base lacks, is dropped from ``cls(...)`` with a TODO, the other keywords stay."""
+    from migrate_v3.plan import plan
+
+    dc = "from dataclasses import dataclass\n\n\n@dataclass(kw_only=True)\n"
+    for name, fields in (("base", "    dtype: object\n    use_subgraphs: bool = True\n"), ("base_modulev3", "    dtype: object\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "model_config.py").write_text(f"{dc}class BaseConfig:\n{fields}")
+    for name, spelled in (("mid", "max.pipelines.architectures.base"), ("mid_modulev3", "..base_modulev3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "model_config.py").write_text(
+            f"from {spelled}.model_config import BaseConfig\n\n\n{dc}class MidConfig(BaseConfig):\n    topk: int = 1\n"
+        )
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model_config.py").write_text(
+        "from max.nn import Linear\n\nfrom ..base.model_config import BaseConfig\nfrom ..mid.model_config import MidConfig\n\n\n"
+        f"{dc}class UserConfig(MidConfig):\n    @classmethod\n    def make(cls, flag: bool) -> MidConfig:\n"
+        "        return cls(dtype=None, topk=2, use_subgraphs=flag)\n\n\n"
+        "def layer(config: BaseConfig) -> Linear:\n    return Linear(1, 1, dtype=config.dtype, device=None)\n"
+    )
+    known = plan([user]).class_fields
+    assert "use_subgraphs" in known["mid.model_config.MidConfig"]
+    assert "use_subgraphs" not in known["mid_modulev3.model_config.MidConfig"]
+    assert "dtype" in known["mid_modulev3.model_config.MidConfig"]
+    apply_paths([user], jobs=1)
+    out = (tmp_path / "user_modulev3" / "model_config.py").read_text()
+    assert "return cls(dtype=None, topk=2)" in out, out
+    assert "MV301 dropped use_subgraphs: mid_modulev3's MidConfig has no such field" in out, out
