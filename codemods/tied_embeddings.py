@@ -22,6 +22,7 @@ head. Other aliases get a TODO.
        else:
            self.lm_head = Linear(...)
     ...  self.lm_head(h)  →  (h @ self.embed_tokens.weight.T if self.tie_word_embeddings else self.lm_head(h))
+    ...  f(h, head=self.lm_head)  →  f(h, head=((lambda x: x @ self.embed_tokens.weight.T) if ... else self.lm_head))
 """
 
 from __future__ import annotations
@@ -204,7 +205,8 @@ class TiedEmbeddings(Codemod):
 
 
 class _HeadCalls(cst.CSTTransformer):
-    """``self.H(x)`` → ``x @ self.E.weight.T`` (conditional when the tie is)."""
+    """``self.H(x)`` → ``x @ self.E.weight.T`` (conditional when the tie is); ``self.H`` passed as
+    an argument (a head a helper calls) → ``lambda x: x @ self.E.weight.T`` the same way."""
 
     def __init__(self, tie: _Tie) -> None:
         super().__init__()
@@ -219,3 +221,11 @@ class _HeadCalls(cst.CSTTransformer):
             return cst.parse_expression(f"({tied})")
         head = cst.Module([]).code_for_node(updated)
         return cst.parse_expression(f"({tied} if self.{_FLAG} else {head})")
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        if self_attr(original.value) != self.tie.head or original.star:
+            return updated
+        tied = f"(lambda x: x @ self.{self.tie.embedding}.weight.T)"
+        if self.tie.condition is not None:
+            tied = f"({tied} if self.{_FLAG} else self.{self.tie.head})"
+        return updated.with_changes(value=cst.parse_expression(tied))
