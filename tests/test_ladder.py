@@ -333,3 +333,67 @@ def test_a_pipeline_model_that_does_not_build_on_its_own_is_named(tmp_path: Path
     step = pair.roots(built2, archbuild.Built("v3", "X"))
     assert not isinstance(step, list) and step.side == "v2"
     assert "the pipeline model DraftModel does not build on its own" in step.detail and "'norm_method'" in step.detail
+
+
+def test_a_root_traces_with_the_input_types_it_or_the_child_it_hands_its_inputs_to_declares() -> None:
+    from migrate_v3.verify import auto
+
+    class Decoder:
+        def input_types(self) -> tuple[str, ...]:
+            return ("z: [batch, 16, height, width]",)
+
+        def __call__(self, z: object) -> object:
+            return z
+
+    class Autoencoder:  # a wrapper: its __call__ hands z to the decoder as it is
+        def __init__(self) -> None:
+            self.encoder, self.decoder = object(), Decoder()
+
+        def __call__(self, z: object) -> object:
+            return self.decoder(z)
+
+    class Shifted(Autoencoder):  # the decoder gets something else: its types say nothing
+        def __call__(self, z: object) -> object:
+            return self.decoder(z + 1)  # type: ignore[operator]
+
+    assert auto.declared_input_types(Decoder()) == (["z: [batch, 16, height, width]"], "Decoder.input_types()")
+    types, whose = auto.declared_input_types(Autoencoder()) or ([], "")
+    assert types == ["z: [batch, 16, height, width]"] and "self.decoder takes Autoencoder's inputs" in whose
+    assert auto.declared_input_types(Shifted()) is None
+
+
+def test_an_encoder_is_retried_with_its_optional_attention_mask_shaped_as_its_ids() -> None:
+    from migrate_v3.verify import auto
+    from migrate_v3.verify.spec import Input
+
+    class Encoder:
+        def __call__(self, input_ids: object, attention_mask: object = None) -> object:
+            return input_ids
+
+    class Scaled:
+        def __call__(self, input_ids: object, scale: object = None) -> object:
+            return input_ids
+
+    ids = Input((2, 5), "int64", dims=("batch", "seq"), low=0, high=64)
+    (mask,) = auto.mask_inputs(Encoder, [ids])
+    assert (mask.shape, mask.dtype, mask.dims, mask.fill) == ((2, 5), "int64", ("batch", "seq"), 1.0)
+    assert auto.mask_inputs(Scaled, [ids]) == []
+    assert auto.mask_inputs(Encoder, [Input((2, 5, 16), "$dtype")]) == []  # no ids: no mask shape
+
+
+def test_a_root_with_no_inputs_is_a_failure_that_says_why_never_a_trace_with_none() -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify.ladder import _trace_root
+
+    traced: list[tuple[object, ...]] = []
+
+    class V3:
+        def trace(self, *types: object) -> None:
+            traced.append(types)
+
+    made = SimpleNamespace(inputs=[], static_reason="cannot infer the shape of input 'z'; give it in the spec")
+    step = _trace_root("VAE", made, object(), V3(), object, None, ())
+    assert not step.ok and step.side == "setup" and "cannot infer the shape of input 'z'" in step.detail
+    assert traced == []
+    assert ladder.classify({"side": "setup", "rung": "L4", "detail": step.detail}, ROOT, "") == "no inputs"

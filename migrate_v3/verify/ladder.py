@@ -242,13 +242,41 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
         result.steps.append(Step("L3", alignment.ok, f"{name}: " + (
             f"{alignment.v3_parameters} parameters equal" if alignment.ok else
             f"{len(alignment.issues)} weight issues (e.g. {alignment.issues[0].kind} {alignment.issues[0].key})")))
+        result.steps.append(_trace_root(name, made, v2, v3, v2_classes[name], target, prefer))
+    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+
+
+def _trace_root(name: str, made: Any, v2: Any, v3: Any, v2_cls: type, target: Any,
+                prefer: tuple[Path, ...]) -> Step:
+    """L4 for a package root: ``trace`` with the input types the V2 module declares for its
+    graph (:func:`auto.declared_input_types`: what its pipeline compiles it with), else with
+    ``verify``'s automatic inputs and, when those fail, with the optional attention masks
+    ``__call__`` takes too (:func:`auto.mask_inputs`). No inputs at all is a failure that
+    says why, never a trace with none."""
+    from migrate_v3.verify import auto, sides
+
+    declared = auto.declared_input_types(v2)
+    attempts: list[tuple[list[Any], str]] = []
+    if declared is not None:
+        attempts.append((declared[0], f"input types from {declared[1]}"))
+    elif made.inputs:
+        attempts.append((sides.input_types(made.inputs, target, "float32"), "verify's automatic inputs"))
+        masks = auto.mask_inputs(v2_cls, made.inputs)
+        if masks:
+            attempts.append((sides.input_types([*made.inputs, *masks], target, "float32"),
+                             f"verify's automatic inputs and {len(masks)} optional attention mask(s)"))
+    else:
+        return Step("L4", False, f"{name}: no inputs to trace with ({made.static_reason})", side="setup")
+    failed: Step | None = None
+    for types, how in attempts:
         try:
-            v3.trace(*sides.input_types(made.inputs, target, "float32"))
-            result.steps.append(Step("L4", True, f"{name}: traced with verify's automatic inputs"))
+            v3.trace(*types)
+            return Step("L4", True, f"{name}: traced with {how}")
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure(f"trace {name}", exc, prefer)
-            result.steps.append(Step("L4", False, f"{name}: {f.line()} (verify's automatic inputs)", f.where))
-    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+            failed = Step("L4", False, f"{name}: {f.line()} ({how})", f.where)
+    assert failed is not None
+    return failed
 
 
 @dataclass
