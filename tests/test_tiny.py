@@ -239,3 +239,13 @@ def test_a_tower_without_grouped_query_attention_keeps_none() -> None:
     config = tiny.tiny_hf_config("gemma4")  # its vision tower has as many key/value heads as query heads
     assert config.vision_config.num_key_value_heads == config.vision_config.num_attention_heads == 4
     assert config.text_config.num_key_value_heads == 2  # the decoder is given grouped-query attention
+
+
+def test_a_per_layer_list_the_load_path_says_is_short_gets_one_entry_per_layer() -> None:
+    found = tiny.missing_field("ValueError: compress_ratios has 0 entries but the model has 2 layers")
+    assert found == ("", ("compress_ratios",), tiny.PerLayer(2))
+    config = tiny.tiny_hf_config("llama")
+    config.compress_ratios = []
+    assert tiny.fill_missing(config, *found[:2], tiny.ConfigReads(), wanted=found[2]) == "compress_ratios=[0, 0]"
+    assert config.compress_ratios == [0, 0]  # no entries to repeat: the neutral entry
+    assert tiny.per_layer([4, 128], 3) == [4, 128, 4]  # entries it has are kept, in order

@@ -590,9 +590,33 @@ _MISSING = (
 )
 
 
+#: What a load path says of a per-layer list that is shorter than the layer count:
+#: ``compress_ratios has 0 entries but the model has 2 layers``.
+_SHORT_LIST = re.compile(r"\b(?P<path>\w+) has \d+ (?:entries|items|values|elements)\b[^.;]*?"
+                         r"\b(?P<layers>\d+) (?:hidden |decoder )?layers\b")
+
+
+@dataclasses.dataclass(frozen=True)
+class PerLayer:
+    """The value a load path wants of a per-layer list: one entry per layer (:func:`per_layer`)."""
+
+    layers: int
+
+
+def per_layer(current: Any, layers: int) -> list[Any]:
+    """A per-layer list of ``layers`` entries: ``current``'s entries repeated in order, or
+    zeros (the neutral entry: no ratio, no window, layer kind 0) when it has none."""
+    seq = list(current) if isinstance(current, (list, tuple)) else []
+    return [seq[i % len(seq)] for i in range(layers)] if seq else [0] * layers
+
+
 def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
     """(owner class name or "", dotted path, the value the error asks for or None) of the config
-    field a load path's error says is missing or wants."""
+    field a load path's error says is missing or wants; a per-layer list it says is short
+    wants :class:`PerLayer`."""
+    short = _SHORT_LIST.search(error)
+    if short:
+        return "", (short.group("path"),), PerLayer(int(short.group("layers")))
     for pattern in _MISSING:
         found = pattern.search(error)
         if found:
@@ -628,7 +652,10 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
             table = {}
             setattr(holder, outer[0], table)
     context = holder if isinstance(table, dict) else table
-    if wanted is not None:
+    if isinstance(wanted, PerLayer):
+        ok, value = True, per_layer(table.get(name) if isinstance(table, dict) else getattr(table, name, None),
+                                    wanted.layers)
+    elif wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
         # only a tower the config class declares: it is read back as a config, not a dict
