@@ -397,3 +397,28 @@ def test_a_root_with_no_inputs_is_a_failure_that_says_why_never_a_trace_with_non
     assert not step.ok and step.side == "setup" and "cannot infer the shape of input 'z'" in step.detail
     assert traced == []
     assert ladder.classify({"side": "setup", "rung": "L4", "detail": step.detail}, ROOT, "") == "no inputs"
+
+
+def test_a_class_attribute_a_base_declares_and_only_its_siblings_set_takes_their_value() -> None:
+    from migrate_v3.verify import archbuild
+
+    class Base:
+        norm_method: str
+        attention_bias: bool = False
+        state_dict: dict[str, object]  # set by __init__: no subclass sets it on its class
+
+    class Dense(Base):
+        norm_method = "rms_norm"
+
+    class Other(Base):
+        norm_method = "rms_norm"
+
+    class Olmo(Base):
+        norm_method = "layer_norm"
+
+    class Draft(Base):  # registered for lookup only: built on its own, it reads norm_method
+        pass
+
+    assert archbuild.unset_class_attributes(Draft) == {"norm_method": "rms_norm"}  # the siblings' majority
+    assert archbuild.unset_class_attributes(Olmo) == {}  # it sets its own
+    assert {c.__name__ for c in Base.__subclasses__()} == {"Dense", "Other", "Olmo", "Draft"}

@@ -88,6 +88,9 @@ class Built:
     arch_config: Any = None
     #: built on a GPU device spec (:func:`gpu_refs_on_cpu` in force): replays and traces need it too
     accelerator: bool = False
+    #: class attributes a base declares without a value, given the value its other subclasses set
+    #: (:func:`unset_class_attributes`)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
@@ -105,6 +108,30 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
     text = str(exc).strip().splitlines()
     message = f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
     return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]])
+
+
+def unset_class_attributes(cls: type) -> dict[str, Any]:
+    """Class attributes a base of ``cls`` declares (annotated, no value) that neither ``cls``
+    nor any base sets, each with the plain value (str, number, bool) the base's other
+    subclasses set most often (ties: the first by qualified name).
+
+    A pipeline model registered for lookup only (a draft its fused parent builds) reads
+    ``self.norm_method`` that its base declares and only its siblings set; built on its
+    own it needs the value a sibling would give it.
+    """
+    out: dict[str, Any] = {}
+    for base in cls.__mro__[1:]:
+        for name in vars(base).get("__annotations__", {}):
+            if name in out or hasattr(cls, name):
+                continue
+            votes: dict[Any, list[str]] = {}
+            for sub in _subclasses(base):
+                value = vars(sub).get(name)
+                if sub is not cls and isinstance(value, (str, int, float, bool)):
+                    votes.setdefault(value, []).append(sub.__qualname__)
+            if votes:
+                out[name] = min(votes, key=lambda v: (-len(votes[v]), min(votes[v])))
+    return out
 
 
 def _subclasses(base: type) -> list[type]:
@@ -489,13 +516,16 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     out = Built(side, entry.name, accelerator=accelerator)
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
-                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative)
+                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative, checkpoint.hf_config)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
         return out
     cls = entry.pipeline_model
     pm = cls.__new__(cls)
     out.pipeline_model = pm
+    out.defaults = unset_class_attributes(cls)
+    for name, value in out.defaults.items():  # the instance's own: the class is untouched
+        setattr(pm, name, value)
     captures: list[Capture] = []
     session = RecordingSession(captures)
     adapters = dict(getattr(entry, "weight_adapters", None) or {})

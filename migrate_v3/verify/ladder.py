@@ -163,6 +163,10 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                                        + ", ".join(pair.filled))
         if pair.read:
             result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
+        if first2.defaults:
+            result.config_notes.append("class attributes a base of the pipeline model declares and only its other "
+                                       "subclasses set, given: "
+                                       + ", ".join(f"{k}={v!r}" for k, v in first2.defaults.items()))
         roots = pair.roots(first2, first3)
         if isinstance(roots, Step):  # the first pass already says why
             result.steps += [roots, _l6(first3)]
@@ -414,7 +418,7 @@ class _Pair:
         from migrate_v3.verify import tiny
 
         return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, ckpt.encoding or archbuild.encoding_for(self.entry2),
-                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative)
+                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative, ckpt.hf_config)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
         """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""

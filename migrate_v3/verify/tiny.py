@@ -234,8 +234,21 @@ def checkpoint_dir(hf_config: Any, directory: Path) -> tuple[Path, Path]:
     return directory, weights
 
 
+def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
+    """Give ``loaded`` (a config read back from ``config.json``) the ``*_config`` sub-config
+    objects of ``written`` (the config the file was written from) that came back as plain
+    dicts: a sub-config its class does not declare (:func:`fill_missing` takes one from a
+    sibling model type) is read back as a dict. The names restored."""
+    done = []
+    for key, value in vars(written).items() if written is not None else ():
+        if _SUBCONFIG.match(key) and hasattr(value, "to_dict") and isinstance(getattr(loaded, key, None), dict):
+            setattr(loaded, key, copy.deepcopy(value))
+            done.append(key)
+    return done
+
+
 def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
-                    accelerator: bool = False, speculative: str | None = None) -> Any:
+                    accelerator: bool = False, speculative: str | None = None, hf_config: Any = None) -> Any:
     """The ``PipelineConfig`` a pipeline model takes, for a local tiny checkpoint on CPU.
 
     ``accelerator``: the model's device spec says GPU 0 (the devices the
@@ -243,7 +256,8 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
     before building anything, so the graph is built with GPU device refs.
     ``speculative``: a speculative method (``eagle``, ``dflash``, ...); the
     draft model is the same tiny checkpoint (what a fused target + draft
-    architecture is configured from).
+    architecture is configured from). ``hf_config``: the config ``config.json``
+    was written from (:func:`restore_sub_configs`).
 
     The model config is a real ``MAXModelConfig`` (it reads ``config.json``
     like any local model); the pipeline config around it is built with
@@ -258,6 +272,7 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
         model_path=str(model_dir), weight_path=[weights], quantization_encoding=encoding,
         device_specs=[DeviceSpec.accelerator() if accelerator else DeviceSpec.cpu()], max_length=max_length,
     )
+    restore_sub_configs(model.huggingface_config, hf_config)
     if speculative is None:
         return PipelineConfig.model_construct(models=ModelManifest({"main": model}))
     from max.pipelines.speculative.config import SpeculativeConfig
@@ -634,9 +649,11 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
 
     The value comes as for :func:`fill_reads` (a sub-config's, a tiny width, :func:`derived`, the
     package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
-    sub-config the config class declares is the same sub-config of a sibling
-    package's model type (the model type the package builds on); ``a.b`` sets key ``b`` of the
-    dict ``a`` (made when absent).
+    sub-config is the same sub-config of a sibling package's model type (the model type the
+    package builds on; one the config class does not declare comes back from ``config.json``
+    as a dict, and :func:`pipeline_config` restores the object); ``a.b`` sets key ``b`` of the
+    dict ``a`` (made when absent); a per-layer list the error says is short
+    (:class:`PerLayer`) gets one entry per layer.
     """
     holders = [config, *_sub_configs(config).values()]
     holder = next((h for h in holders if not owner or type(h).__name__ == owner), None)
@@ -658,9 +675,9 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     elif wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
-        # only a tower the config class declares: it is read back as a config, not a dict
-        declared = name in (getattr(type(holder), "sub_configs", None) or {})
-        ok, value = _sibling_sub_config(name, package_dir) if declared else (False, None)
+        # a tower its class does not declare comes back from config.json as a dict:
+        # pipeline_config gives the loaded config this object (restore_sub_configs)
+        ok, value = _sibling_sub_config(name, package_dir)
     else:
         ok, value = _fill_value(name, context, reads)
     if not ok:
