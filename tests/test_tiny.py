@@ -218,7 +218,7 @@ def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows
     assert config.dflash_config == {"mask_token_id": 255, "target_layer_ids": [0, 1]}
     assert tiny.fill_missing(config, "LlamaModel", ("norm_method",), reads) is None  # not a config: no fill
     assert tiny.fill_missing(config, "", ("attention_k_eq_v",), reads, wanted=True) == "attention_k_eq_v=True"
-    # a tower the config class does not declare would come back from config.json as a plain dict
+    # a tower with no sibling model type to take it from (no package): not made up
     assert tiny.fill_missing(config, "", ("vision_config",), reads) is None and "vision_config" not in vars(config)
     composite = tiny.tiny_hf_config("llava")
     vision = type(composite.vision_config).__name__
@@ -249,3 +249,14 @@ def test_a_per_layer_list_the_load_path_says_is_short_gets_one_entry_per_layer()
     assert tiny.fill_missing(config, *found[:2], tiny.ConfigReads(), wanted=found[2]) == "compress_ratios=[0, 0]"
     assert config.compress_ratios == [0, 0]  # no entries to repeat: the neutral entry
     assert tiny.per_layer([4, 128], 3) == [4, 128, 4]  # entries it has are kept, in order
+
+
+def test_a_sub_config_read_back_as_a_dict_gets_the_written_object_again() -> None:
+    written = tiny.tiny_hf_config("llama")  # LlamaConfig declares no vision_config
+    written.vision_config = tiny.tiny_hf_config("llava").vision_config
+    loaded = tiny.tiny_hf_config("llama")
+    loaded.vision_config = written.vision_config.to_dict()  # what config.json gives back
+    assert tiny.restore_sub_configs(loaded, written) == ["vision_config"]
+    assert type(loaded.vision_config) is type(written.vision_config)
+    assert loaded.vision_config is not written.vision_config  # a copy: the loaded config's own
+    assert tiny.restore_sub_configs(loaded, written) == []  # an object already: left alone
