@@ -260,3 +260,16 @@ def test_a_sub_config_read_back_as_a_dict_gets_the_written_object_again() -> Non
     assert type(loaded.vision_config) is type(written.vision_config)
     assert loaded.vision_config is not written.vision_config  # a copy: the loaded config's own
     assert tiny.restore_sub_configs(loaded, written) == []  # an object already: left alone
+
+
+def test_a_list_of_equal_entries_where_the_package_declares_one_number_becomes_that_number(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("from dataclasses import dataclass\n@dataclass\nclass VisionConfig:\n    patch_size: int\n"
+            "    image_size: int = 448\n")
+    pkg = _package(tmp_path, "vl", {"model_config.py": code})
+    reads = tiny.package_reads(pkg)
+    assert {"patch_size", "image_size"} <= reads.scalars
+    config = tiny.tiny_hf_config("llava")
+    config.vision_config.patch_size, config.vision_config.image_size = [14, 14], [448, 336]
+    done = tiny.fill_reads(config, reads)
+    assert config.vision_config.patch_size == 14 and "vision_config.patch_size=14 (was [14, 14])" in done
+    assert config.vision_config.image_size == [448, 336]  # not one number: left as it is

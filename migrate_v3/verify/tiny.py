@@ -408,6 +408,9 @@ class ConfigReads:
     #: field name -> an empty value of its declared container type, for a field with no default
     #: (``deepstack_visual_indexes: list[int]`` -> ``[]``)
     empty: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: fields the package's own configs declare as one number (``patch_size: int``): a
+    #: ``transformers`` config that gives a list of equal entries (``[14, 14]``) is read as that number
+    scalars: set[str] = dataclasses.field(default_factory=set)
 
 
 def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -467,7 +470,10 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
                 for name, value in _refused(node.test):
                     out.required.setdefault(name, value)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and ast.unparse(node.annotation) in ("int", "float")):
+                out.scalars.add(node.target.id)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
                 found, value = _declared_default(node.value)
                 if found:
                     out.defaults.setdefault(node.target.id, value)
@@ -741,9 +747,11 @@ def package_reads(package_dir: Path) -> ConfigReads:
     """:func:`config_reads` of a package and the siblings it imports (a config class it
     extends declares its defaults there); the package's own defaults come first. Optional
     fields are the ones the package itself reads with a default (a sibling reading a field
-    with a default does not make it optional for a package that needs it)."""
+    with a default does not make it optional for a package that needs it); so are the fields
+    it declares as one number (a sibling's ``int`` says nothing of how this package reads it)."""
     reads = config_reads(package_sources(package_dir))
-    reads.optional = config_reads(sorted(package_dir.rglob("*.py"))).optional
+    own = config_reads(sorted(package_dir.rglob("*.py")))
+    reads.optional, reads.scalars = own.optional, own.scalars
     return reads
 
 
@@ -755,7 +763,9 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
     config read as if flat) takes the sub-config's value; otherwise a tiny
     width (:data:`SMALL`), a shaped value (:data:`SHAPED`) or the package's own
     default for a field of that name; a field with none of them stays missing.
-    Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict.
+    Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict. A
+    field the package's own config declares as one number that is a list of equal entries
+    here (``patch_size=[14, 14]``) becomes that number.
     A field whose value the config's own validation refuses is left out.
     Returns the ``path=value`` items set.
     """
@@ -771,6 +781,13 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
         if "rope_theta" not in vars(target) and source is not None:
             target.rope_theta = source["rope_theta"]
             done.append(f"{where + '.' if where else ''}rope_theta={source['rope_theta']!r}")
+    for where, target in [("", config), *subs.items()]:
+        for name in sorted(reads.scalars):  # [14, 14] where the package's own config says int
+            value = vars(target).get(name)
+            if (isinstance(value, (list, tuple)) and value and all(v == value[0] for v in value)
+                    and isinstance(value[0], (int, float)) and not isinstance(value[0], bool)
+                    and _set_valid(config, target, name, value[0])):
+                done.append(f"{where + '.' if where else ''}{name}={value[0]!r} (was {list(value)!r})")
     targets: list[tuple[str, Any]] = [("", config)]
     for kind in sorted(k for k in reads.attrs if k):
         targets += [(key, sub) for key, sub in subs.items() if key.startswith(kind) or kind == "llm"]
