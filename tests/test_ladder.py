@@ -422,3 +422,15 @@ def test_a_class_attribute_a_base_declares_and_only_its_siblings_set_takes_their
     assert archbuild.unset_class_attributes(Draft) == {"norm_method": "rms_norm"}  # the siblings' majority
     assert archbuild.unset_class_attributes(Olmo) == {}  # it sets its own
     assert {c.__name__ for c in Base.__subclasses__()} == {"Dense", "Other", "Olmo", "Draft"}
+
+
+def test_a_stand_in_weight_whose_shape_the_load_path_unpacks_gets_the_rank_it_wants() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _unpacked_rank
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/weight_adapters.py:89"))
+
+    assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 5, got 1)")) == 5
+    assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 3, got 2)")) is None
+    assert _unpacked_rank(stopped("KeyError: 'q'")) is None

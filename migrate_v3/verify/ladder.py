@@ -355,7 +355,8 @@ class _Pair:
         devices (its code places inputs on a GPU itself), is tried again
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
-        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8,
+        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
+        rank the code then unpacks, when it does: :func:`_unpacked_rank`),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
         :func:`tiny.fill_missing`: values derived as the tiny config's own are).
@@ -374,6 +375,10 @@ class _Pair:
             while len(self.read) + len(self.filled) < 16:
                 if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
                     self.read[name] = ((1,), self._stand_in_dtype(ckpt))
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (rank := _unpacked_rank(retry)) and self.read and (last := list(self.read)[-1]) and (
+                        self.read[last][0] == (1,)):
+                    self.read[last] = ((1,) * rank, self.read[last][1])  # the code unpacks its shape
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (quantized := self._quantized(ckpt, retry)) is not None:
                     ckpt = quantized
@@ -512,6 +517,15 @@ def _weight_read(built: archbuild.Built) -> str | None:
         return quoted.group(1)
     found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
     return found.group(0) if found else None
+
+
+def _unpacked_rank(built: archbuild.Built) -> int | None:
+    """The rank a load path that built nothing wanted of a 1-element stand-in weight it unpacked
+    (``a, b, c, d, e = weight.shape``: ``not enough values to unpack (expected 5, got 1)``)."""
+    if built.roots or built.failure is None:
+        return None
+    found = re.search(r"not enough values to unpack \(expected (\d+), got 1\)", built.failure.error)
+    return int(found.group(1)) if found else None
 
 
 @dataclass
