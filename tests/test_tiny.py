@@ -273,3 +273,19 @@ def test_a_list_of_equal_entries_where_the_package_declares_one_number_becomes_t
     done = tiny.fill_reads(config, reads)
     assert config.vision_config.patch_size == 14 and "vision_config.patch_size=14 (was [14, 14])" in done
     assert config.vision_config.image_size == [448, 336]  # not one number: left as it is
+
+
+def test_a_sub_config_no_sibling_has_is_made_from_the_fields_the_package_reads_on_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("def build(huggingface_config):\n    v = huggingface_config.vision_config\n"
+            "    return (huggingface_config.vision_config.vt_hidden_size, huggingface_config.vision_config.patch_size,"
+            " huggingface_config.vision_config.num_hidden_layers, huggingface_config.vision_config.pos_grid)\n"
+            "from dataclasses import dataclass\n@dataclass\nclass VisionConfig:\n    patch_size: int = 14\n")
+    pkg = _package(tmp_path, "vl", {"model_config.py": code})
+    reads = tiny.package_reads(pkg)
+    config = tiny.tiny_hf_config("llama")  # declares no vision_config, and no sibling to take one from
+    done = tiny.fill_missing(config, "", ("vision_config",), reads, pkg)
+    assert done is not None and done.startswith("vision_config=")
+    vision = config.vision_config
+    assert (vision.vt_hidden_size, vision.patch_size, vision.num_hidden_layers) == (64, 14, tiny.LAYERS)
+    assert not hasattr(vision, "pos_grid")  # no value follows: left missing, the load path says so
+    assert tiny.fill_missing(tiny.tiny_hf_config("llama"), "", ("audio_config",), reads, pkg) is None  # none read

@@ -657,7 +657,8 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
     sub-config is the same sub-config of a sibling package's model type (the model type the
     package builds on; one the config class does not declare comes back from ``config.json``
-    as a dict, and :func:`pipeline_config` restores the object); ``a.b`` sets key ``b`` of the
+    as a dict, and :func:`pipeline_config` restores the object), else one made from the fields
+    the package reads on it (:func:`_read_sub_config`); ``a.b`` sets key ``b`` of the
     dict ``a`` (made when absent); a per-layer list the error says is short
     (:class:`PerLayer`) gets one entry per layer.
     """
@@ -684,6 +685,8 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
         # a tower its class does not declare comes back from config.json as a dict:
         # pipeline_config gives the loaded config this object (restore_sub_configs)
         ok, value = _sibling_sub_config(name, package_dir)
+        if not ok:
+            ok, value = _read_sub_config(name, reads)
     else:
         ok, value = _fill_value(name, context, reads)
     if not ok:
@@ -707,6 +710,29 @@ def _sibling_sub_config(name: str, package_dir: Path | None) -> tuple[bool, Any]
         if sub is not None and hasattr(sub, "to_dict"):
             return True, sub
     return False, None
+
+
+def _read_sub_config(name: str, reads: ConfigReads) -> tuple[bool, Any]:
+    """Sub-config ``name`` (``vision_config``) made from the fields the package reads on it, each
+    valued as :func:`fill_reads` values a field, or as the tiny width its name has after a
+    short prefix (a tower's own ``vt_hidden_size``); (False, None) when the package reads none
+    of it with a value."""
+    from transformers import PretrainedConfig
+
+    fields = reads.attrs.get(name.removesuffix("_config").lower(), set())
+    sub = PretrainedConfig()
+    given = 0
+    for field_name in sorted(fields):
+        if _has(sub, field_name) or field_name in reads.optional:
+            continue
+        ok, value = _fill_value(field_name, sub, reads)
+        prefixed = re.fullmatch(r"[a-z]{1,3}_(\w+)", field_name)
+        if not ok and prefixed and prefixed.group(1) in SMALL:
+            ok, value = True, SMALL[prefixed.group(1)]
+        if ok:
+            setattr(sub, field_name, value)
+            given += 1
+    return (True, sub) if given else (False, None)
 
 
 def _has(config: Any, name: str) -> bool:
