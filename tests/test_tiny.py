@@ -289,3 +289,18 @@ def test_a_sub_config_no_sibling_has_is_made_from_the_fields_the_package_reads_o
     assert (vision.vt_hidden_size, vision.patch_size, vision.num_hidden_layers) == (64, 14, tiny.LAYERS)
     assert not hasattr(vision, "pos_grid")  # no value follows: left missing, the load path says so
     assert tiny.fill_missing(tiny.tiny_hf_config("llama"), "", ("audio_config",), reads, pkg) is None  # none read
+
+
+def test_layer_types_of_a_package_with_kinds_of_its_own_take_one_of_each(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reader = "def f(huggingface_config):\n    return huggingface_config.layer_types\n"
+    code = 'LINEAR_ATTENTION = "linear_attention"\nSPARSE_ATTENTION = "deepseek_sparse_attention"\n' + reader
+    reads = tiny.package_reads(_package(tmp_path, "hybrid", {"model_config.py": code}))
+    assert reads.layer_kinds == {"linear_attention", "deepseek_sparse_attention"}
+    config = tiny.tiny_hf_config("llama")  # no layer_types of its own
+    tiny.fill_reads(config, reads)
+    assert config.layer_types == ["deepseek_sparse_attention", "linear_attention"]  # every kind, in 2 layers
+    plain = tiny.package_reads(_package(tmp_path, "gemma", {"m.py": 'FULL = "full_attention"\n'
+                                                                   'SLIDING = "sliding_attention"\n' + reader}))
+    config = tiny.tiny_hf_config("llama")
+    tiny.fill_reads(config, plain)
+    assert config.layer_types == ["full_attention"] * tiny.LAYERS  # a package that knows full attention: as before

@@ -411,6 +411,8 @@ class ConfigReads:
     #: fields the package's own configs declare as one number (``patch_size: int``): a
     #: ``transformers`` config that gives a list of equal entries (``[14, 14]``) is read as that number
     scalars: set[str] = dataclasses.field(default_factory=set)
+    #: the layer kinds the package names (module constants ``SPARSE = "sparse_attention"``)
+    layer_kinds: set[str] = dataclasses.field(default_factory=set)
 
 
 def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -444,6 +446,12 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and (kind := _receiver(node.value)) is not None):
                 aliases[node.targets[0].id] = kind
+        for node in tree.body:  # module constants naming a layer kind
+            target, value = ((node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
+                             else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
+            if (isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str) and re.fullmatch(r"[a-z_]*_attention", value.value)):
+                out.layer_kinds.add(value.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 kind = _receiver(node.value, aliases)
@@ -528,7 +536,9 @@ def _sub_configs(config: Any) -> dict[str, Any]:
 
 def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
     """A value for field ``name`` missing on ``config``: a sub-config's, a tiny width, the
-    package's own default for a field of that name; (False, None) when there is none."""
+    package's own default for a field of that name; (False, None) when there is none.
+    ``layer_types`` of a package that names its layer kinds and no ``full_attention`` (the
+    kind :func:`derived` gives) cycles through its kinds."""
     for holder in (config, *_sub_configs(config).values()):
         if holder is not config and name in vars(holder):
             return True, getattr(holder, name)
@@ -537,6 +547,10 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
                 return True, table[name]
     if name in SMALL:
         return True, SMALL[name]
+    if name == "layer_types" and reads.layer_kinds and "full_attention" not in reads.layer_kinds:
+        # a package whose layers are of its own kinds (linear + sparse attention): one of each first
+        kinds = sorted(reads.layer_kinds)
+        return True, [kinds[i % len(kinds)] for i in range(_depth(config))]
     found, value = derived(name, config)
     if found:
         return True, value
@@ -777,7 +791,7 @@ def package_reads(package_dir: Path) -> ConfigReads:
     it declares as one number (a sibling's ``int`` says nothing of how this package reads it)."""
     reads = config_reads(package_sources(package_dir))
     own = config_reads(sorted(package_dir.rglob("*.py")))
-    reads.optional, reads.scalars = own.optional, own.scalars
+    reads.optional, reads.scalars, reads.layer_kinds = own.optional, own.scalars, own.layer_kinds
     return reads
 
 
