@@ -304,3 +304,12 @@ def test_layer_types_of_a_package_with_kinds_of_its_own_take_one_of_each(tmp_pat
     config = tiny.tiny_hf_config("llama")
     tiny.fill_reads(config, plain)
     assert config.layer_types == ["full_attention"] * tiny.LAYERS  # a package that knows full attention: as before
+
+
+def test_a_missing_table_the_code_subscripts_is_a_dict_of_its_keys_valued_as_fields(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ('def f(huggingface_config):\n    return huggingface_config.other_setting["num_key_value_heads"], '
+            'huggingface_config.other_setting["head_dim"], huggingface_config.other_setting["unknowable"]\n')
+    reads = tiny.package_reads(_package(tmp_path, "hybrid", {"model_config.py": code}))
+    config = tiny.tiny_hf_config("llama")
+    done = tiny.fill_missing(config, "", ("other_setting",), reads)
+    assert done is not None and config.other_setting == {"head_dim": 16, "num_key_value_heads": 2}

@@ -674,7 +674,9 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     as a dict, and :func:`pipeline_config` restores the object), else one made from the fields
     the package reads on it (:func:`_read_sub_config`); ``a.b`` sets key ``b`` of the
     dict ``a`` (made when absent); a per-layer list the error says is short
-    (:class:`PerLayer`) gets one entry per layer.
+    (:class:`PerLayer`) gets one entry per layer; a table the code subscripts with string keys
+    (``hf.attention_other_setting["num_attention_groups"]``) is a dict of those keys, each the
+    config's own value of that name or valued as a missing field is.
     """
     holders = [config, *_sub_configs(config).values()]
     holder = next((h for h in holders if not owner or type(h).__name__ == owner), None)
@@ -703,6 +705,11 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
             ok, value = _read_sub_config(name, reads)
     else:
         ok, value = _fill_value(name, context, reads)
+        if not ok and reads.keys.get(name):  # a table the code subscripts: its keys, valued as fields
+            value = {k: getattr(context, k) if _has(context, k) else _fill_value(k, context, reads)[1]
+                     for k in sorted(reads.keys[name])}
+            value = {k: v for k, v in value.items() if v is not None}
+            ok = bool(value)
     if not ok:
         return None
     if isinstance(table, dict):
