@@ -356,7 +356,8 @@ class _Pair:
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
         read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
-        rank the code then unpacks, when it does: :func:`_unpacked_rank`),
+        rank the code then unpacks, when it does: :func:`_unpacked_rank`; under every
+        checkpoint prefix too when it is still missing once given),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
         :func:`tiny.fill_missing`: values derived as the tiny config's own are).
@@ -375,6 +376,11 @@ class _Pair:
             while len(self.read) + len(self.filled) < 16:
                 if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
                     self.read[name] = ((1,), self._stand_in_dtype(ckpt))
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif name and name in self.read and not any(
+                        p + name in self.read for p in archbuild.CHECKPOINT_PREFIXES if p):
+                    # given and still missing: the adapter the load path insists on reads it under a prefix
+                    self.read.update({p + name: self.read[name] for p in archbuild.CHECKPOINT_PREFIXES if p})
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (rank := _unpacked_rank(retry)) and self.read and (last := list(self.read)[-1]) and (
                         self.read[last][0] == (1,)):
