@@ -434,3 +434,32 @@ def test_a_stand_in_weight_whose_shape_the_load_path_unpacks_gets_the_rank_it_wa
     assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 5, got 1)")) == 5
     assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 3, got 2)")) is None
     assert _unpacked_rank(stopped("KeyError: 'q'")) is None
+
+
+def test_a_root_traces_with_the_v2_graph_holding_its_weights_when_the_pipelines_types_are_for_another() -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+
+    def graph(*types: str) -> SimpleNamespace:
+        return SimpleNamespace(inputs=[SimpleNamespace(type=t) for t in types])
+
+    class Pipeline:  # the language model's graph inputs
+        def _get_compile_input_types(self, config: object) -> tuple[str, ...]:
+            return ("tokens", "offsets", "kv0", "kv1")
+
+    class Vision:
+        def forward(self, pixels: object, grid: object) -> None: ...
+
+    class Language:
+        def forward(self, tokens: object, offsets: object, *kv: object) -> None: ...
+
+    vision2 = SimpleNamespace(state_dict=lambda: {"patch_conv.weight": 0, "ln_pre.weight": 0})
+    built2 = archbuild.Built("v2", "X", loads=[(graph("tokens", "offsets"), {"embed.weight": 0}),
+                                               (graph("pixels", "grid"), {"patch_conv.weight": 0, "ln_pre.weight": 0})])
+    built3 = archbuild.Built("v3", "X", pipeline_model=Pipeline())
+    types, source, _ = archbuild.compile_types_for(Vision(), built3, built2, (), vision2)
+    assert types == ("pixels", "grid") and source == "the V2 graph loaded with this root's weights"
+    types, source, _ = archbuild.compile_types_for(Language(), built3, built2, (), vision2)
+    assert types == ("tokens", "offsets", "kv0", "kv1") and "_get_compile_input_types" in source  # they fit
+    assert archbuild.v2_graph_types(SimpleNamespace(state_dict=lambda: {"other.weight": 0}), built2) is None

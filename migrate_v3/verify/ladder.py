@@ -563,7 +563,7 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
             continue
         result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
-        traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer)
+        traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
         if l5 and traced:
             _l5(result, r, built2, built3, ckpt, pair.prefer)
     result.steps.append(_l6(built3))
@@ -621,8 +621,8 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
 
 
 def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
-        prefer: tuple[Path, ...]) -> bool:
-    types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer)
+        prefer: tuple[Path, ...], module2: Any = None) -> bool:
+    types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer, module2)
     result.input_types_from = source
     if types is None:
         detail = fail.line() if fail else "no input types"
