@@ -463,3 +463,16 @@ def test_a_root_traces_with_the_v2_graph_holding_its_weights_when_the_pipelines_
     types, source, _ = archbuild.compile_types_for(Language(), built3, built2, (), vision2)
     assert types == ("tokens", "offsets", "kv0", "kv1") and "_get_compile_input_types" in source  # they fit
     assert archbuild.v2_graph_types(SimpleNamespace(state_dict=lambda: {"other.weight": 0}), built2) is None
+
+
+def test_a_load_path_that_wants_some_tensor_under_a_prefix_is_read_for_that_prefix() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _wanted_prefix
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/model.py:111"))
+
+    assert _wanted_prefix(stopped("ValueError: no mtp.* tensors in the checkpoint; this architecture is only "
+                                  "selected for checkpoints that ship the MTP head")) == "mtp."
+    assert _wanted_prefix(stopped("ValueError: no vision_tower.* weights found")) == "vision_tower."
+    assert _wanted_prefix(stopped("ValueError: no devices were found")) is None

@@ -185,8 +185,8 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                                   f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
             return
         # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
-        names.update({r: sig for r, sig in pair.read.items()
-                      if not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
+        names.update({r: sig for r, sig in pair.read.items() if r not in pair.placeholders
+                      and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
@@ -297,6 +297,9 @@ class _Pair:
     accelerator: bool = False
     #: weights the V2 load path reads before it builds anything (a dtype), given as 1-element tensors
     read: archbuild.Signature = field(default_factory=dict)
+    #: of those, names the ladder made up under a prefix the load path wants some tensor under
+    #: (``no mtp.* tensors in the checkpoint``): the first pass only, the roots' real ones follow
+    placeholders: set[str] = field(default_factory=set)
     #: the V2 package's sources (where the config fields its code reads are found)
     package_dir: Path | None = None
     #: config fields the V2 load path stopped on for want of, added (``path=value``)
@@ -357,7 +360,8 @@ class _Pair:
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
         read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
         rank the code then unpacks, when it does: :func:`_unpacked_rank`; under every
-        checkpoint prefix too when it is still missing once given),
+        checkpoint prefix too when it is still missing once given; a placeholder under a
+        prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
         :func:`tiny.fill_missing`: values derived as the tiny config's own are).
@@ -381,6 +385,10 @@ class _Pair:
                         p + name in self.read for p in archbuild.CHECKPOINT_PREFIXES if p):
                     # given and still missing: the adapter the load path insists on reads it under a prefix
                     self.read.update({p + name: self.read[name] for p in archbuild.CHECKPOINT_PREFIXES if p})
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (prefix := _wanted_prefix(retry)) and not any(r.startswith(prefix) for r in self.read):
+                    self.read[prefix + "placeholder"] = ((1,), self._stand_in_dtype(ckpt))
+                    self.placeholders.add(prefix + "placeholder")
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (rank := _unpacked_rank(retry)) and self.read and (last := list(self.read)[-1]) and (
                         self.read[last][0] == (1,)):
@@ -523,6 +531,15 @@ def _weight_read(built: archbuild.Built) -> str | None:
         return quoted.group(1)
     found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
     return found.group(0) if found else None
+
+
+def _wanted_prefix(built: archbuild.Built) -> str | None:
+    """The checkpoint prefix a load path that built nothing wants some tensor under
+    (``no mtp.* tensors in the checkpoint`` -> ``mtp.``)."""
+    if built.roots or built.failure is None:
+        return None
+    found = re.search(r"\bno ([A-Za-z_]\w*(?:\.\w+)*)\.\*? (?:tensors|weights)\b", built.failure.error)
+    return found.group(1) + "." if found else None
 
 
 def _unpacked_rank(built: archbuild.Built) -> int | None:
