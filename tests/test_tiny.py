@@ -16,7 +16,7 @@ def test_model_types_from_architecture_package_and_config_names() -> None:
     assert tiny.model_types("NoSuchThingForCausalLM") == []
 
 
-@pytest.mark.parametrize("model_type", ["llama", "gemma3", "deepseek_v3", "qwen2_5_vl", "umt5", "gpt_oss"])
+@pytest.mark.parametrize("model_type", ["llama", "gemma3", "deepseek_v3", "qwen2_5_vl", "umt5", "gpt_oss", "gemma4"])
 def test_tiny_configs_are_small(model_type: str) -> None:
     config = tiny.tiny_hf_config(model_type, ["X"])
     assert tiny.too_big(config) == []
@@ -26,6 +26,7 @@ def test_tiny_configs_are_small(model_type: str) -> None:
     assert layers is not None and layers <= tiny.LAYERS
     per_layer = getattr(text, "layer_types", None)
     assert per_layer is None or len(per_layer) == layers
+    assert getattr(text, "vocab_size_per_layer_input", 0) <= tiny.LIMIT  # Gemma 4's per-layer embeddings
 
 
 def test_a_per_layer_list_keeps_one_of_each_kind_first() -> None:

@@ -52,6 +52,7 @@ SMALL: dict[str, int] = {
     "projector_output_dim": 64, "vision_output_dim": 64,
     # vocabulary and positions
     "vocab_size": 256, "max_position_embeddings": 128, "original_max_position_embeddings": 128,
+    "vocab_size_per_layer_input": 256,  # per-layer embeddings (Gemma 3n/4): one row per token id
     # mixture of experts
     "n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
