@@ -57,7 +57,7 @@ SMALL: dict[str, int] = {
     "n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
     # multi-head latent attention
-    "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+    "q_lora_rank": 32, "o_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
     "v_head_dim": 16, "qk_head_dim": 16, "index_head_dim": 16, "index_n_heads": 2,
     "index_topk": 16,
     # state-space and linear attention
