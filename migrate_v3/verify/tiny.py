@@ -715,8 +715,8 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
         return None
     if isinstance(table, dict):
         table[name] = value
-    else:
-        setattr(table, name, value)
+    elif not _set_valid(config, table, name, value):
+        return None  # the config's own validation refuses it (config.json could not be written)
     where = [] if holder is config else [next(k for k, v in _sub_configs(config).items() if v is holder)]
     shown = value.to_dict() if hasattr(value, "to_dict") else value
     return ".".join([*where, *path]) + f"={shown!r}"[:120]
