@@ -359,8 +359,7 @@ class _Pair:
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
         read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
-        rank the code then unpacks, when it does: :func:`_unpacked_rank`; under every
-        checkpoint prefix too when it is still missing once given; a placeholder under a
+        rank the code then unpacks, when it does: :func:`_unpacked_rank`; a placeholder under a
         prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
@@ -380,11 +379,6 @@ class _Pair:
             while len(self.read) + len(self.filled) < 16:
                 if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
                     self.read[name] = ((1,), self._stand_in_dtype(ckpt))
-                    ckpt, _ = ckpt.with_weights(self.read)
-                elif name and name in self.read and not any(
-                        p + name in self.read for p in archbuild.CHECKPOINT_PREFIXES if p):
-                    # given and still missing: the adapter the load path insists on reads it under a prefix
-                    self.read.update({p + name: self.read[name] for p in archbuild.CHECKPOINT_PREFIXES if p})
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (prefix := _wanted_prefix(retry)) and not any(r.startswith(prefix) for r in self.read):
                     self.read[prefix + "placeholder"] = ((1,), self._stand_in_dtype(ckpt))
