@@ -314,3 +314,11 @@ def test_a_missing_table_the_code_subscripts_is_a_dict_of_its_keys_valued_as_fie
     config = tiny.tiny_hf_config("llama")
     done = tiny.fill_missing(config, "", ("other_setting",), reads)
     assert done is not None and config.other_setting == {"head_dim": 16, "num_key_value_heads": 2}
+
+
+def test_a_missing_field_the_configs_own_validation_refuses_is_not_added() -> None:
+    config = tiny.tiny_hf_config("gemma4_assistant")  # its text_config must have no per-layer inputs
+    text = tiny.tiny_hf_config("gemma4").text_config  # a sibling's, with per-layer inputs
+    assert text.hidden_size_per_layer_input
+    assert tiny.fill_missing(config, "", ("text_config",), tiny.ConfigReads(), wanted=text) is None
+    assert config.text_config is None and tiny._valid(config)  # config.json can still be written
