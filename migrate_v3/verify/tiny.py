@@ -448,11 +448,11 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                     and (kind := _receiver(node.value)) is not None):
                 aliases[node.targets[0].id] = kind
         for node in tree.body:  # module constants naming a layer kind
-            target, value = ((node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
-                             else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
-            if (isinstance(target, ast.Name) and target.id.lstrip("_").isupper() and isinstance(value, ast.Constant)
-                    and isinstance(value.value, str) and re.fullmatch(r"[a-z_]*_attention", value.value)):
-                out.layer_kinds.add(value.value)
+            named, constant = ((node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
+                               else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
+            if (isinstance(named, ast.Name) and named.id.lstrip("_").isupper() and isinstance(constant, ast.Constant)
+                    and isinstance(constant.value, str) and re.fullmatch(r"[a-z_]*_attention", constant.value)):
+                out.layer_kinds.add(constant.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 kind = _receiver(node.value, aliases)
@@ -693,6 +693,7 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
             table = {}
             setattr(holder, outer[0], table)
     context = holder if isinstance(table, dict) else table
+    value: Any
     if isinstance(wanted, PerLayer):
         ok, value = True, per_layer(table.get(name) if isinstance(table, dict) else getattr(table, name, None),
                                     wanted.layers)
