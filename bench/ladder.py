@@ -28,7 +28,8 @@ line a ``TODO(migrate-v3)`` marker or a ``check`` finding names), ``V2 itself
 fails`` (the V2 reference does not build from the tiny config), ``needs a
 GPU`` (the V2 reference refuses to build without an accelerator), ``no config``
 (the ladder cannot configure it: no ``arch.py`` or no ``transformers`` config
-for its model type). ``--control`` climbs the official ports instead (V2 ``X``
+for its model type), ``no inputs`` (a root built but the ladder has no input
+types to trace it with). ``--control`` climbs the official ports instead (V2 ``X``
 against max's own ``X_modulev3``): the instrument's own check.
 
 ``--without-ports`` deletes the official ports from the copy first (every
@@ -318,7 +319,7 @@ def classify(step: dict[str, Any], pkg_dir: Path, mark: str) -> str:
     if step["side"] == "v2":
         return "needs a GPU" if ACCELERATOR_ONLY.search(step["detail"]) else "V2 itself fails"
     if step["side"] == "setup":
-        return "no config"
+        return "no inputs" if step["rung"] == "L4" else "no config"
     if mark:
         return "needs a person"
     return "tool"

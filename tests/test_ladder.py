@@ -333,3 +333,146 @@ def test_a_pipeline_model_that_does_not_build_on_its_own_is_named(tmp_path: Path
     step = pair.roots(built2, archbuild.Built("v3", "X"))
     assert not isinstance(step, list) and step.side == "v2"
     assert "the pipeline model DraftModel does not build on its own" in step.detail and "'norm_method'" in step.detail
+
+
+def test_a_root_traces_with_the_input_types_it_or_the_child_it_hands_its_inputs_to_declares() -> None:
+    from migrate_v3.verify import auto
+
+    class Decoder:
+        def input_types(self) -> tuple[str, ...]:
+            return ("z: [batch, 16, height, width]",)
+
+        def __call__(self, z: object) -> object:
+            return z
+
+    class Autoencoder:  # a wrapper: its __call__ hands z to the decoder as it is
+        def __init__(self) -> None:
+            self.encoder, self.decoder = object(), Decoder()
+
+        def __call__(self, z: object) -> object:
+            return self.decoder(z)
+
+    class Shifted(Autoencoder):  # the decoder gets something else: its types say nothing
+        def __call__(self, z: object) -> object:
+            return self.decoder(z + 1)  # type: ignore[operator]
+
+    assert auto.declared_input_types(Decoder()) == (["z: [batch, 16, height, width]"], "Decoder.input_types()")
+    types, whose = auto.declared_input_types(Autoencoder()) or ([], "")
+    assert types == ["z: [batch, 16, height, width]"] and "self.decoder takes Autoencoder's inputs" in whose
+    assert auto.declared_input_types(Shifted()) is None
+
+
+def test_an_encoder_is_retried_with_its_optional_attention_mask_shaped_as_its_ids() -> None:
+    from migrate_v3.verify import auto
+    from migrate_v3.verify.spec import Input
+
+    class Encoder:
+        def __call__(self, input_ids: object, attention_mask: object = None) -> object:
+            return input_ids
+
+    class Scaled:
+        def __call__(self, input_ids: object, scale: object = None) -> object:
+            return input_ids
+
+    ids = Input((2, 5), "int64", dims=("batch", "seq"), low=0, high=64)
+    (mask,) = auto.mask_inputs(Encoder, [ids])
+    assert (mask.shape, mask.dtype, mask.dims, mask.fill) == ((2, 5), "int64", ("batch", "seq"), 1.0)
+    assert auto.mask_inputs(Scaled, [ids]) == []
+    assert auto.mask_inputs(Encoder, [Input((2, 5, 16), "$dtype")]) == []  # no ids: no mask shape
+
+
+def test_a_root_with_no_inputs_is_a_failure_that_says_why_never_a_trace_with_none() -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify.ladder import _trace_root
+
+    traced: list[tuple[object, ...]] = []
+
+    class V3:
+        def trace(self, *types: object) -> None:
+            traced.append(types)
+
+    made = SimpleNamespace(inputs=[], static_reason="cannot infer the shape of input 'z'; give it in the spec")
+    step = _trace_root("VAE", made, object(), V3(), object, None, ())
+    assert not step.ok and step.side == "setup" and "cannot infer the shape of input 'z'" in step.detail
+    assert traced == []
+    assert ladder.classify({"side": "setup", "rung": "L4", "detail": step.detail}, ROOT, "") == "no inputs"
+
+
+def test_a_class_attribute_a_base_declares_and_only_its_siblings_set_takes_their_value() -> None:
+    from migrate_v3.verify import archbuild
+
+    class Base:
+        norm_method: str
+        attention_bias: bool = False
+        state_dict: dict[str, object]  # set by __init__: no subclass sets it on its class
+
+    class Dense(Base):
+        norm_method = "rms_norm"
+
+    class Other(Base):
+        norm_method = "rms_norm"
+
+    class Olmo(Base):
+        norm_method = "layer_norm"
+
+    class Draft(Base):  # registered for lookup only: built on its own, it reads norm_method
+        pass
+
+    assert archbuild.unset_class_attributes(Draft) == {"norm_method": "rms_norm"}  # the siblings' majority
+    assert archbuild.unset_class_attributes(Olmo) == {}  # it sets its own
+    assert {c.__name__ for c in Base.__subclasses__()} == {"Dense", "Other", "Olmo", "Draft"}
+
+
+def test_a_stand_in_weight_whose_shape_the_load_path_unpacks_gets_the_rank_it_wants() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _unpacked_rank
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/weight_adapters.py:89"))
+
+    assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 5, got 1)")) == 5
+    assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 3, got 2)")) is None
+    assert _unpacked_rank(stopped("KeyError: 'q'")) is None
+
+
+def test_a_root_traces_with_the_v2_graph_holding_its_weights_when_the_pipelines_types_are_for_another() -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+
+    def graph(*types: str) -> SimpleNamespace:
+        return SimpleNamespace(inputs=[SimpleNamespace(type=t) for t in types])
+
+    class Pipeline:  # the language model's graph inputs
+        def _get_compile_input_types(self, config: object) -> tuple[str, ...]:
+            return ("tokens", "offsets", "kv0", "kv1")
+
+    class Vision:
+        def forward(self, pixels: object, grid: object) -> None: ...
+
+    class Language:
+        def forward(self, tokens: object, offsets: object, *kv: object) -> None: ...
+
+    vision2 = SimpleNamespace(state_dict=lambda: {"patch_conv.weight": 0, "ln_pre.weight": 0})
+    built2 = archbuild.Built("v2", "X", loads=[(graph("tokens", "offsets"), {"embed.weight": 0}),
+                                               (graph("pixels", "grid"), {"patch_conv.weight": 0, "ln_pre.weight": 0})])
+    built3 = archbuild.Built("v3", "X", pipeline_model=Pipeline())
+    types, source, _ = archbuild.compile_types_for(Vision(), built3, built2, (), vision2)
+    assert types == ("pixels", "grid") and source == "the V2 graph loaded with this root's weights"
+    types, source, _ = archbuild.compile_types_for(Language(), built3, built2, (), vision2)
+    assert types == ("tokens", "offsets", "kv0", "kv1") and "_get_compile_input_types" in source  # they fit
+    assert archbuild.v2_graph_types(SimpleNamespace(state_dict=lambda: {"other.weight": 0}), built2) is None
+
+
+def test_a_load_path_that_wants_some_tensor_under_a_prefix_is_read_for_that_prefix() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _wanted_prefix
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/model.py:111"))
+
+    assert _wanted_prefix(stopped("ValueError: no mtp.* tensors in the checkpoint; this architecture is only "
+                                  "selected for checkpoints that ship the MTP head")) == "mtp."
+    assert _wanted_prefix(stopped("ValueError: no vision_tower.* weights found")) == "vision_tower."
+    assert _wanted_prefix(stopped("ValueError: no devices were found")) is None

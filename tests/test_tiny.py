@@ -16,7 +16,7 @@ def test_model_types_from_architecture_package_and_config_names() -> None:
     assert tiny.model_types("NoSuchThingForCausalLM") == []
 
 
-@pytest.mark.parametrize("model_type", ["llama", "gemma3", "deepseek_v3", "qwen2_5_vl", "umt5", "gpt_oss"])
+@pytest.mark.parametrize("model_type", ["llama", "gemma3", "deepseek_v3", "qwen2_5_vl", "umt5", "gpt_oss", "gemma4"])
 def test_tiny_configs_are_small(model_type: str) -> None:
     config = tiny.tiny_hf_config(model_type, ["X"])
     assert tiny.too_big(config) == []
@@ -26,6 +26,7 @@ def test_tiny_configs_are_small(model_type: str) -> None:
     assert layers is not None and layers <= tiny.LAYERS
     per_layer = getattr(text, "layer_types", None)
     assert per_layer is None or len(per_layer) == layers
+    assert getattr(text, "vocab_size_per_layer_input", 0) <= tiny.LIMIT  # Gemma 4's per-layer embeddings
 
 
 def test_a_per_layer_list_keeps_one_of_each_kind_first() -> None:
@@ -218,7 +219,7 @@ def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows
     assert config.dflash_config == {"mask_token_id": 255, "target_layer_ids": [0, 1]}
     assert tiny.fill_missing(config, "LlamaModel", ("norm_method",), reads) is None  # not a config: no fill
     assert tiny.fill_missing(config, "", ("attention_k_eq_v",), reads, wanted=True) == "attention_k_eq_v=True"
-    # a tower the config class does not declare would come back from config.json as a plain dict
+    # a tower with no sibling model type to take it from (no package): not made up
     assert tiny.fill_missing(config, "", ("vision_config",), reads) is None and "vision_config" not in vars(config)
     composite = tiny.tiny_hf_config("llava")
     vision = type(composite.vision_config).__name__
@@ -239,3 +240,85 @@ def test_a_tower_without_grouped_query_attention_keeps_none() -> None:
     config = tiny.tiny_hf_config("gemma4")  # its vision tower has as many key/value heads as query heads
     assert config.vision_config.num_key_value_heads == config.vision_config.num_attention_heads == 4
     assert config.text_config.num_key_value_heads == 2  # the decoder is given grouped-query attention
+
+
+def test_a_per_layer_list_the_load_path_says_is_short_gets_one_entry_per_layer() -> None:
+    found = tiny.missing_field("ValueError: compress_ratios has 0 entries but the model has 2 layers")
+    assert found == ("", ("compress_ratios",), tiny.PerLayer(2))
+    config = tiny.tiny_hf_config("llama")
+    config.compress_ratios = []
+    assert tiny.fill_missing(config, *found[:2], tiny.ConfigReads(), wanted=found[2]) == "compress_ratios=[0, 0]"
+    assert config.compress_ratios == [0, 0]  # no entries to repeat: the neutral entry
+    assert tiny.per_layer([4, 128], 3) == [4, 128, 4]  # entries it has are kept, in order
+
+
+def test_a_sub_config_read_back_as_a_dict_gets_the_written_object_again() -> None:
+    written = tiny.tiny_hf_config("llama")  # LlamaConfig declares no vision_config
+    written.vision_config = tiny.tiny_hf_config("llava").vision_config
+    loaded = tiny.tiny_hf_config("llama")
+    loaded.vision_config = written.vision_config.to_dict()  # what config.json gives back
+    assert tiny.restore_sub_configs(loaded, written) == ["vision_config"]
+    assert type(loaded.vision_config) is type(written.vision_config)
+    assert loaded.vision_config is not written.vision_config  # a copy: the loaded config's own
+    assert tiny.restore_sub_configs(loaded, written) == []  # an object already: left alone
+
+
+def test_a_list_of_equal_entries_where_the_package_declares_one_number_becomes_that_number(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("from dataclasses import dataclass\n@dataclass\nclass VisionConfig:\n    patch_size: int\n"
+            "    image_size: int = 448\n")
+    pkg = _package(tmp_path, "vl", {"model_config.py": code})
+    reads = tiny.package_reads(pkg)
+    assert {"patch_size", "image_size"} <= reads.scalars
+    config = tiny.tiny_hf_config("llava")
+    config.vision_config.patch_size, config.vision_config.image_size = [14, 14], [448, 336]
+    done = tiny.fill_reads(config, reads)
+    assert config.vision_config.patch_size == 14 and "vision_config.patch_size=14 (was [14, 14])" in done
+    assert config.vision_config.image_size == [448, 336]  # not one number: left as it is
+
+
+def test_a_sub_config_no_sibling_has_is_made_from_the_fields_the_package_reads_on_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("def build(huggingface_config):\n    v = huggingface_config.vision_config\n"
+            "    return (huggingface_config.vision_config.vt_hidden_size, huggingface_config.vision_config.patch_size,"
+            " huggingface_config.vision_config.num_hidden_layers, huggingface_config.vision_config.pos_grid)\n"
+            "from dataclasses import dataclass\n@dataclass\nclass VisionConfig:\n    patch_size: int = 14\n")
+    pkg = _package(tmp_path, "vl", {"model_config.py": code})
+    reads = tiny.package_reads(pkg)
+    config = tiny.tiny_hf_config("llama")  # declares no vision_config, and no sibling to take one from
+    done = tiny.fill_missing(config, "", ("vision_config",), reads, pkg)
+    assert done is not None and done.startswith("vision_config=")
+    vision = config.vision_config
+    assert (vision.vt_hidden_size, vision.patch_size, vision.num_hidden_layers) == (64, 14, tiny.LAYERS)
+    assert not hasattr(vision, "pos_grid")  # no value follows: left missing, the load path says so
+    assert tiny.fill_missing(tiny.tiny_hf_config("llama"), "", ("audio_config",), reads, pkg) is None  # none read
+
+
+def test_layer_types_of_a_package_with_kinds_of_its_own_take_one_of_each(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reader = "def f(huggingface_config):\n    return huggingface_config.layer_types\n"
+    code = 'LINEAR_ATTENTION = "linear_attention"\nSPARSE_ATTENTION = "deepseek_sparse_attention"\n' + reader
+    reads = tiny.package_reads(_package(tmp_path, "hybrid", {"model_config.py": code}))
+    assert reads.layer_kinds == {"linear_attention", "deepseek_sparse_attention"}
+    config = tiny.tiny_hf_config("llama")  # no layer_types of its own
+    tiny.fill_reads(config, reads)
+    assert config.layer_types == ["deepseek_sparse_attention", "linear_attention"]  # every kind, in 2 layers
+    plain = tiny.package_reads(_package(tmp_path, "gemma", {"m.py": 'FULL = "full_attention"\n'
+                                                                   'SLIDING = "sliding_attention"\n' + reader}))
+    config = tiny.tiny_hf_config("llama")
+    tiny.fill_reads(config, plain)
+    assert config.layer_types == ["full_attention"] * tiny.LAYERS  # a package that knows full attention: as before
+
+
+def test_a_missing_table_the_code_subscripts_is_a_dict_of_its_keys_valued_as_fields(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ('def f(huggingface_config):\n    return huggingface_config.other_setting["num_key_value_heads"], '
+            'huggingface_config.other_setting["head_dim"], huggingface_config.other_setting["unknowable"]\n')
+    reads = tiny.package_reads(_package(tmp_path, "hybrid", {"model_config.py": code}))
+    config = tiny.tiny_hf_config("llama")
+    done = tiny.fill_missing(config, "", ("other_setting",), reads)
+    assert done is not None and config.other_setting == {"head_dim": 16, "num_key_value_heads": 2}
+
+
+def test_a_missing_field_the_configs_own_validation_refuses_is_not_added() -> None:
+    config = tiny.tiny_hf_config("gemma4_assistant")  # its text_config must have no per-layer inputs
+    text = tiny.tiny_hf_config("gemma4").text_config  # a sibling's, with per-layer inputs
+    assert text.hidden_size_per_layer_input
+    assert tiny.fill_missing(config, "", ("text_config",), tiny.ConfigReads(), wanted=text) is None
+    assert config.text_config is None and tiny._valid(config)  # config.json can still be written

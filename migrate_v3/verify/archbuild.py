@@ -82,12 +82,17 @@ class Built:
     compiles: list[CompileCall] = field(default_factory=list)  # the V3 load path's compile calls
     graphs: list[Any] = field(default_factory=list)  # the V2 graphs handed to the session
     registries: list[Any] = field(default_factory=list)  # and the weights registries
+    #: (graph, weights registry) handed to the session in one call: which graph holds which weights
+    loads: list[tuple[Any, Mapping[str, Any]]] = field(default_factory=list)
     reached: str = ""  # "compile" (V3), "session" (V2) or "" (stopped by an error)
     failure: Failure | None = None
     kv_params: Any = None
     arch_config: Any = None
     #: built on a GPU device spec (:func:`gpu_refs_on_cpu` in force): replays and traces need it too
     accelerator: bool = False
+    #: class attributes a base declares without a value, given the value its other subclasses set
+    #: (:func:`unset_class_attributes`)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
@@ -105,6 +110,30 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
     text = str(exc).strip().splitlines()
     message = f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
     return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]])
+
+
+def unset_class_attributes(cls: type) -> dict[str, Any]:
+    """Class attributes a base of ``cls`` declares (annotated, no value) that neither ``cls``
+    nor any base sets, each with the plain value (str, number, bool) the base's other
+    subclasses set most often (ties: the first by qualified name).
+
+    A pipeline model registered for lookup only (a draft its fused parent builds) reads
+    ``self.norm_method`` that its base declares and only its siblings set; built on its
+    own it needs the value a sibling would give it.
+    """
+    out: dict[str, Any] = {}
+    for base in cls.__mro__[1:]:
+        for name in vars(base).get("__annotations__", {}):
+            if name in out or hasattr(cls, name):
+                continue
+            votes: dict[Any, list[str]] = {}
+            for sub in _subclasses(base):
+                value = vars(sub).get(name)
+                if sub is not cls and isinstance(value, (str, int, float, bool)):
+                    votes.setdefault(value, []).append(sub.__qualname__)
+            if votes:
+                out[name] = min(votes, key=lambda v: (-len(votes[v]), min(votes[v])))
+    return out
 
 
 def _subclasses(base: type) -> list[type]:
@@ -305,6 +334,7 @@ class RecordingSession:
         #: graphs handed to it after a module was built (compile, load), and weights registries
         self.graphs: list[Any] = []
         self.registries: list[Any] = []
+        self.loads: list[tuple[Any, Mapping[str, Any]]] = []
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -316,6 +346,8 @@ class RecordingSession:
                 self.graphs.append(args[0])
             if isinstance(kwargs.get("weights_registry"), Mapping):
                 self.registries.append(kwargs["weights_registry"])
+                if args and type(args[0]).__name__ == "Graph":
+                    self.loads.append((args[0], kwargs["weights_registry"]))
             return Anything()
 
         return call
@@ -489,13 +521,16 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     out = Built(side, entry.name, accelerator=accelerator)
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
-                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative)
+                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative, checkpoint.hf_config)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
         return out
     cls = entry.pipeline_model
     pm = cls.__new__(cls)
     out.pipeline_model = pm
+    out.defaults = unset_class_attributes(cls)
+    for name, value in out.defaults.items():  # the instance's own: the class is untouched
+        setattr(pm, name, value)
     captures: list[Capture] = []
     session = RecordingSession(captures)
     adapters = dict(getattr(entry, "weight_adapters", None) or {})
@@ -533,7 +568,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
             out.failure = Failure("load path", "finished without calling Module.compile")
     elif any(n > 0 for _, n in session.calls):
         out.reached = "session"
-    out.graphs, out.registries = session.graphs, session.registries
+    out.graphs, out.registries, out.loads = session.graphs, session.registries, session.loads
     out.kv_params = getattr(pm, "kv_params", None)
     if out.compiles:
         out.roots = [Capture(c.module, (), {}) for c in out.compiles]
@@ -647,13 +682,16 @@ def trace(root: Any, types: tuple[Any, ...], dtype: Any = None, accelerator: boo
         root.trace(*types)
 
 
-def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Path, ...] = ()
-                      ) -> tuple[tuple[Any, ...] | None, str, Failure | None]:
+def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Path, ...] = (),
+                      root2: Any = None) -> tuple[tuple[Any, ...] | None, str, Failure | None]:
     """The input types the pipeline compiles ``root`` with, and where they came from.
 
     In order: the V3 load path's own ``compile`` call; the root's
     ``input_types(kv_params)``; the V3 pipeline base's
-    ``_get_compile_input_types(config)``.
+    ``_get_compile_input_types(config)`` when ``forward`` can take that many; the
+    inputs of the V2 graph loaded with the weights of ``root2`` (the V2 root:
+    :func:`v2_graph_types`), when the pipeline's types are for another graph
+    (a vision root of a vision + language model) or it has none.
     """
     for call in built3.compiles:
         if call.module is root:
@@ -671,12 +709,47 @@ def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Pat
             tried = failure(f"{type(root).__name__}.input_types()", exc, prefer)
     pm = built3.pipeline_model
     getter = getattr(pm, "_get_compile_input_types", None)
+    pipeline: tuple[Any, ...] | None = None
     if callable(getter):
         try:
-            return tuple(getter(built3.model_config)), "the V3 pipeline's _get_compile_input_types", None
+            pipeline = tuple(getter(built3.model_config))
         except Exception as exc:  # noqa: BLE001
             tried = tried or failure("_get_compile_input_types", exc, prefer)
+    if pipeline is not None and takes(root, len(pipeline)):
+        return pipeline, "the V3 pipeline's _get_compile_input_types", None
+    v2_types = v2_graph_types(root2, built2) if root2 is not None else None
+    if v2_types is not None and (pipeline is None or takes(root, len(v2_types))):
+        return v2_types, "the V2 graph loaded with this root's weights", None
+    if pipeline is not None:
+        return pipeline, "the V3 pipeline's _get_compile_input_types", None
     return None, "", tried or Failure("input types", "the root has no input_types() and the pipeline none")
+
+
+def takes(module: Any, count: int) -> bool:
+    """Whether ``module.forward`` takes ``count`` positional inputs (True when it cannot be told)."""
+    try:
+        params = list(inspect.signature(type(module).forward).parameters.values())[1:]
+    except (AttributeError, TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(p.default is p.empty for p in positional) <= count <= len(positional)
+
+
+def v2_graph_types(root2: Any, built2: Built) -> tuple[Any, ...] | None:
+    """Input types of the V2 graph its load path loaded with the most of ``root2``'s weights
+    (its ``state_dict()`` names among the graph's weights registry); None if none has any."""
+    try:
+        names = set(root2.state_dict())
+    except Exception:  # noqa: BLE001 - a V2 root without a state dict: nothing to match on
+        return None
+    best, shared = None, 0
+    for graph, registry in built2.loads:
+        count = len(names & set(registry))
+        if count > shared:
+            best, shared = graph, count
+    return tuple(v.type for v in best.inputs) if best is not None else None
 
 
 def _leaves(value: Any) -> list[Any]:

@@ -282,3 +282,88 @@ def _inputs(v2_cls: type, v2_values: dict[str, Any], first_weight: tuple[int, ..
     if not inputs:
         return "__call__ takes no tensor inputs"
     return inputs
+
+
+#: Optional ``__call__`` parameters that are an attention mask over the token ids (``[batch, seq]``,
+#: 1 = a real token): what callers of an encoder pass beside ``input_ids``.
+MASK_NAMES = {"attention_mask", "mask", "input_mask", "padding_mask"}
+
+
+def mask_inputs(v2_cls: type, inputs: list[Input]) -> list[Input]:
+    """The optional attention masks of ``__call__``, shaped as the token ids of ``inputs``.
+
+    Empty unless the first input is token ids and ``__call__`` takes an optional
+    parameter named as a mask (:data:`MASK_NAMES`) right after the required ones:
+    a module that builds its own bias without a mask may still need one (a
+    kernel that insists on a mask of the batch's size).
+    """
+    if not inputs or inputs[0].dtype != "int64":
+        return []
+    params = list(inspect.signature(v2_cls.__call__).parameters.values())[1:]
+    optional = [p for p in params if p.default is not p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    ids = inputs[0]
+    out: list[Input] = []
+    for param in optional:
+        if param.name not in MASK_NAMES:
+            break
+        out.append(Input(ids.shape, "int64", dims=ids.dims, fill=1.0))
+    return out
+
+
+def declared_input_types(module: Any, depth: int = 3) -> tuple[list[Any], str] | None:
+    """The input types a built V2 module declares for its graph, and whose they are.
+
+    A module's own ``input_types()`` (what its pipeline compiles it with), else
+    those of the child its ``__call__`` hands its required inputs to first
+    (``return self.decoder(z)``), up to ``depth`` children down; None when
+    neither says.
+    """
+    own = getattr(module, "input_types", None)
+    if callable(own):
+        try:
+            types = list(own())
+        except Exception:  # noqa: BLE001 - an input_types() that needs more than the module
+            types = []
+        if types:
+            return types, f"{type(module).__name__}.input_types()"
+    if depth <= 0:
+        return None
+    child = _delegate(module)
+    if child is None:
+        return None
+    name, sub = child
+    found = declared_input_types(sub, depth - 1)
+    if found is None:
+        return None
+    required = [p for p in list(inspect.signature(type(module).__call__).parameters.values())[1:]
+                if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    types, whose = found
+    if len(types) < len(required):
+        return None
+    return types[:len(required)], f"{whose} (self.{name} takes {type(module).__name__}'s inputs)"
+
+
+def _delegate(module: Any) -> tuple[str, Any] | None:
+    """``(attribute, child)`` of the first ``self.<attribute>(...)`` call in ``__call__`` whose
+    positional arguments begin with every required parameter, in order; None if there is none."""
+    import ast
+    import textwrap
+
+    call = type(module).__call__
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(call)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    required = [p.name for p in list(inspect.signature(call).parameters.values())[1:]
+                if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    if not required:
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+            continue
+        names = [a.id if isinstance(a, ast.Name) else None for a in node.args[:len(required)]]
+        child = getattr(module, node.func.attr, None)
+        if names == required and child is not None and callable(child) and not inspect.ismethod(child):
+            return node.func.attr, child
+    return None

@@ -163,6 +163,10 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                                        + ", ".join(pair.filled))
         if pair.read:
             result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
+        if first2.defaults:
+            result.config_notes.append("class attributes a base of the pipeline model declares and only its other "
+                                       "subclasses set, given: "
+                                       + ", ".join(f"{k}={v!r}" for k, v in first2.defaults.items()))
         roots = pair.roots(first2, first3)
         if isinstance(roots, Step):  # the first pass already says why
             result.steps += [roots, _l6(first3)]
@@ -181,8 +185,8 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                                   f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
             return
         # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
-        names.update({r: sig for r, sig in pair.read.items()
-                      if not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
+        names.update({r: sig for r, sig in pair.read.items() if r not in pair.placeholders
+                      and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
@@ -242,13 +246,41 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
         result.steps.append(Step("L3", alignment.ok, f"{name}: " + (
             f"{alignment.v3_parameters} parameters equal" if alignment.ok else
             f"{len(alignment.issues)} weight issues (e.g. {alignment.issues[0].kind} {alignment.issues[0].key})")))
+        result.steps.append(_trace_root(name, made, v2, v3, v2_classes[name], target, prefer))
+    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+
+
+def _trace_root(name: str, made: Any, v2: Any, v3: Any, v2_cls: type, target: Any,
+                prefer: tuple[Path, ...]) -> Step:
+    """L4 for a package root: ``trace`` with the input types the V2 module declares for its
+    graph (:func:`auto.declared_input_types`: what its pipeline compiles it with), else with
+    ``verify``'s automatic inputs and, when those fail, with the optional attention masks
+    ``__call__`` takes too (:func:`auto.mask_inputs`). No inputs at all is a failure that
+    says why, never a trace with none."""
+    from migrate_v3.verify import auto, sides
+
+    declared = auto.declared_input_types(v2)
+    attempts: list[tuple[list[Any], str]] = []
+    if declared is not None:
+        attempts.append((declared[0], f"input types from {declared[1]}"))
+    elif made.inputs:
+        attempts.append((sides.input_types(made.inputs, target, "float32"), "verify's automatic inputs"))
+        masks = auto.mask_inputs(v2_cls, made.inputs)
+        if masks:
+            attempts.append((sides.input_types([*made.inputs, *masks], target, "float32"),
+                             f"verify's automatic inputs and {len(masks)} optional attention mask(s)"))
+    else:
+        return Step("L4", False, f"{name}: no inputs to trace with ({made.static_reason})", side="setup")
+    failed: Step | None = None
+    for types, how in attempts:
         try:
-            v3.trace(*sides.input_types(made.inputs, target, "float32"))
-            result.steps.append(Step("L4", True, f"{name}: traced with verify's automatic inputs"))
+            v3.trace(*types)
+            return Step("L4", True, f"{name}: traced with {how}")
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure(f"trace {name}", exc, prefer)
-            result.steps.append(Step("L4", False, f"{name}: {f.line()} (verify's automatic inputs)", f.where))
-    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+            failed = Step("L4", False, f"{name}: {f.line()} ({how})", f.where)
+    assert failed is not None
+    return failed
 
 
 @dataclass
@@ -265,6 +297,9 @@ class _Pair:
     accelerator: bool = False
     #: weights the V2 load path reads before it builds anything (a dtype), given as 1-element tensors
     read: archbuild.Signature = field(default_factory=dict)
+    #: of those, names the ladder made up under a prefix the load path wants some tensor under
+    #: (``no mtp.* tensors in the checkpoint``): the first pass only, the roots' real ones follow
+    placeholders: set[str] = field(default_factory=set)
     #: the V2 package's sources (where the config fields its code reads are found)
     package_dir: Path | None = None
     #: config fields the V2 load path stopped on for want of, added (``path=value``)
@@ -323,7 +358,9 @@ class _Pair:
         devices (its code places inputs on a GPU itself), is tried again
         with a GPU device spec (CPU devices: :attr:`accelerator`), and with
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
-        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8,
+        read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
+        rank the code then unpacks, when it does: :func:`_unpacked_rank`; a placeholder under a
+        prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
         :func:`tiny.fill_missing`: values derived as the tiny config's own are).
@@ -342,6 +379,14 @@ class _Pair:
             while len(self.read) + len(self.filled) < 16:
                 if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
                     self.read[name] = ((1,), self._stand_in_dtype(ckpt))
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (prefix := _wanted_prefix(retry)) and not any(r.startswith(prefix) for r in self.read):
+                    self.read[prefix + "placeholder"] = ((1,), self._stand_in_dtype(ckpt))
+                    self.placeholders.add(prefix + "placeholder")
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif (rank := _unpacked_rank(retry)) and self.read and (last := list(self.read)[-1]) and (
+                        self.read[last][0] == (1,)):
+                    self.read[last] = ((1,) * rank, self.read[last][1])  # the code unpacks its shape
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (quantized := self._quantized(ckpt, retry)) is not None:
                     ckpt = quantized
@@ -386,7 +431,7 @@ class _Pair:
         from migrate_v3.verify import tiny
 
         return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, ckpt.encoding or archbuild.encoding_for(self.entry2),
-                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative)
+                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative, ckpt.hf_config)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
         """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""
@@ -482,6 +527,24 @@ def _weight_read(built: archbuild.Built) -> str | None:
     return found.group(0) if found else None
 
 
+def _wanted_prefix(built: archbuild.Built) -> str | None:
+    """The checkpoint prefix a load path that built nothing wants some tensor under
+    (``no mtp.* tensors in the checkpoint`` -> ``mtp.``)."""
+    if built.roots or built.failure is None:
+        return None
+    found = re.search(r"\bno ([A-Za-z_]\w*(?:\.\w+)*)\.\*? (?:tensors|weights)\b", built.failure.error)
+    return found.group(1) + "." if found else None
+
+
+def _unpacked_rank(built: archbuild.Built) -> int | None:
+    """The rank a load path that built nothing wanted of a 1-element stand-in weight it unpacked
+    (``a, b, c, d, e = weight.shape``: ``not enough values to unpack (expected 5, got 1)``)."""
+    if built.roots or built.failure is None:
+        return None
+    found = re.search(r"not enough values to unpack \(expected (\d+), got 1\)", built.failure.error)
+    return int(found.group(1)) if found else None
+
+
 @dataclass
 class _Root:
     name: str
@@ -511,7 +574,7 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
             continue
         result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
-        traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer)
+        traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
         if l5 and traced:
             _l5(result, r, built2, built3, ckpt, pair.prefer)
     result.steps.append(_l6(built3))
@@ -569,8 +632,8 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
 
 
 def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
-        prefer: tuple[Path, ...]) -> bool:
-    types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer)
+        prefer: tuple[Path, ...], module2: Any = None) -> bool:
+    types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer, module2)
     result.input_types_from = source
     if types is None:
         detail = fail.line() if fail else "no input types"

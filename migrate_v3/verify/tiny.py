@@ -52,11 +52,12 @@ SMALL: dict[str, int] = {
     "projector_output_dim": 64, "vision_output_dim": 64,
     # vocabulary and positions
     "vocab_size": 256, "max_position_embeddings": 128, "original_max_position_embeddings": 128,
+    "vocab_size_per_layer_input": 256,  # per-layer embeddings (Gemma 3n/4): one row per token id
     # mixture of experts
     "n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
     # multi-head latent attention
-    "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+    "q_lora_rank": 32, "o_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
     "v_head_dim": 16, "qk_head_dim": 16, "index_head_dim": 16, "index_n_heads": 2,
     "index_topk": 16,
     # state-space and linear attention
@@ -234,8 +235,21 @@ def checkpoint_dir(hf_config: Any, directory: Path) -> tuple[Path, Path]:
     return directory, weights
 
 
+def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
+    """Give ``loaded`` (a config read back from ``config.json``) the ``*_config`` sub-config
+    objects of ``written`` (the config the file was written from) that came back as plain
+    dicts: a sub-config its class does not declare (:func:`fill_missing` takes one from a
+    sibling model type) is read back as a dict. The names restored."""
+    done = []
+    for key, value in vars(written).items() if written is not None else ():
+        if _SUBCONFIG.match(key) and hasattr(value, "to_dict") and isinstance(getattr(loaded, key, None), dict):
+            setattr(loaded, key, copy.deepcopy(value))
+            done.append(key)
+    return done
+
+
 def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
-                    accelerator: bool = False, speculative: str | None = None) -> Any:
+                    accelerator: bool = False, speculative: str | None = None, hf_config: Any = None) -> Any:
     """The ``PipelineConfig`` a pipeline model takes, for a local tiny checkpoint on CPU.
 
     ``accelerator``: the model's device spec says GPU 0 (the devices the
@@ -243,7 +257,8 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
     before building anything, so the graph is built with GPU device refs.
     ``speculative``: a speculative method (``eagle``, ``dflash``, ...); the
     draft model is the same tiny checkpoint (what a fused target + draft
-    architecture is configured from).
+    architecture is configured from). ``hf_config``: the config ``config.json``
+    was written from (:func:`restore_sub_configs`).
 
     The model config is a real ``MAXModelConfig`` (it reads ``config.json``
     like any local model); the pipeline config around it is built with
@@ -258,6 +273,7 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
         model_path=str(model_dir), weight_path=[weights], quantization_encoding=encoding,
         device_specs=[DeviceSpec.accelerator() if accelerator else DeviceSpec.cpu()], max_length=max_length,
     )
+    restore_sub_configs(model.huggingface_config, hf_config)
     if speculative is None:
         return PipelineConfig.model_construct(models=ModelManifest({"main": model}))
     from max.pipelines.speculative.config import SpeculativeConfig
@@ -393,6 +409,11 @@ class ConfigReads:
     #: field name -> an empty value of its declared container type, for a field with no default
     #: (``deepstack_visual_indexes: list[int]`` -> ``[]``)
     empty: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: fields the package's own configs declare as one number (``patch_size: int``): a
+    #: ``transformers`` config that gives a list of equal entries (``[14, 14]``) is read as that number
+    scalars: set[str] = dataclasses.field(default_factory=set)
+    #: the layer kinds the package names (module constants ``SPARSE = "sparse_attention"``)
+    layer_kinds: set[str] = dataclasses.field(default_factory=set)
 
 
 def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -426,6 +447,12 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and (kind := _receiver(node.value)) is not None):
                 aliases[node.targets[0].id] = kind
+        for node in tree.body:  # module constants naming a layer kind
+            named, constant = ((node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
+                               else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
+            if (isinstance(named, ast.Name) and named.id.lstrip("_").isupper() and isinstance(constant, ast.Constant)
+                    and isinstance(constant.value, str) and re.fullmatch(r"[a-z_]*_attention", constant.value)):
+                out.layer_kinds.add(constant.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 kind = _receiver(node.value, aliases)
@@ -452,7 +479,10 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
                 for name, value in _refused(node.test):
                     out.required.setdefault(name, value)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and ast.unparse(node.annotation) in ("int", "float")):
+                out.scalars.add(node.target.id)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
                 found, value = _declared_default(node.value)
                 if found:
                     out.defaults.setdefault(node.target.id, value)
@@ -507,7 +537,9 @@ def _sub_configs(config: Any) -> dict[str, Any]:
 
 def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
     """A value for field ``name`` missing on ``config``: a sub-config's, a tiny width, the
-    package's own default for a field of that name; (False, None) when there is none."""
+    package's own default for a field of that name; (False, None) when there is none.
+    ``layer_types`` of a package that names its layer kinds and no ``full_attention`` (the
+    kind :func:`derived` gives) cycles through its kinds."""
     for holder in (config, *_sub_configs(config).values()):
         if holder is not config and name in vars(holder):
             return True, getattr(holder, name)
@@ -516,6 +548,10 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
                 return True, table[name]
     if name in SMALL:
         return True, SMALL[name]
+    if name == "layer_types" and reads.layer_kinds and "full_attention" not in reads.layer_kinds:
+        # a package whose layers are of its own kinds (linear + sparse attention): one of each first
+        kinds = sorted(reads.layer_kinds)
+        return True, [kinds[i % len(kinds)] for i in range(_depth(config))]
     found, value = derived(name, config)
     if found:
         return True, value
@@ -590,9 +626,33 @@ _MISSING = (
 )
 
 
+#: What a load path says of a per-layer list that is shorter than the layer count:
+#: ``compress_ratios has 0 entries but the model has 2 layers``.
+_SHORT_LIST = re.compile(r"\b(?P<path>\w+) has \d+ (?:entries|items|values|elements)\b[^.;]*?"
+                         r"\b(?P<layers>\d+) (?:hidden |decoder )?layers\b")
+
+
+@dataclasses.dataclass(frozen=True)
+class PerLayer:
+    """The value a load path wants of a per-layer list: one entry per layer (:func:`per_layer`)."""
+
+    layers: int
+
+
+def per_layer(current: Any, layers: int) -> list[Any]:
+    """A per-layer list of ``layers`` entries: ``current``'s entries repeated in order, or
+    zeros (the neutral entry: no ratio, no window, layer kind 0) when it has none."""
+    seq = list(current) if isinstance(current, (list, tuple)) else []
+    return [seq[i % len(seq)] for i in range(layers)] if seq else [0] * layers
+
+
 def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
     """(owner class name or "", dotted path, the value the error asks for or None) of the config
-    field a load path's error says is missing or wants."""
+    field a load path's error says is missing or wants; a per-layer list it says is short
+    wants :class:`PerLayer`."""
+    short = _SHORT_LIST.search(error)
+    if short:
+        return "", (short.group("path"),), PerLayer(int(short.group("layers")))
     for pattern in _MISSING:
         found = pattern.search(error)
         if found:
@@ -610,9 +670,14 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
 
     The value comes as for :func:`fill_reads` (a sub-config's, a tiny width, :func:`derived`, the
     package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
-    sub-config the config class declares is the same sub-config of a sibling
-    package's model type (the model type the package builds on); ``a.b`` sets key ``b`` of the
-    dict ``a`` (made when absent).
+    sub-config is the same sub-config of a sibling package's model type (the model type the
+    package builds on; one the config class does not declare comes back from ``config.json``
+    as a dict, and :func:`pipeline_config` restores the object), else one made from the fields
+    the package reads on it (:func:`_read_sub_config`); ``a.b`` sets key ``b`` of the
+    dict ``a`` (made when absent); a per-layer list the error says is short
+    (:class:`PerLayer`) gets one entry per layer; a table the code subscripts with string keys
+    (``hf.attention_other_setting["num_attention_groups"]``) is a dict of those keys, each the
+    config's own value of that name or valued as a missing field is.
     """
     holders = [config, *_sub_configs(config).values()]
     holder = next((h for h in holders if not owner or type(h).__name__ == owner), None)
@@ -628,20 +693,31 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
             table = {}
             setattr(holder, outer[0], table)
     context = holder if isinstance(table, dict) else table
-    if wanted is not None:
+    value: Any
+    if isinstance(wanted, PerLayer):
+        ok, value = True, per_layer(table.get(name) if isinstance(table, dict) else getattr(table, name, None),
+                                    wanted.layers)
+    elif wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
-        # only a tower the config class declares: it is read back as a config, not a dict
-        declared = name in (getattr(type(holder), "sub_configs", None) or {})
-        ok, value = _sibling_sub_config(name, package_dir) if declared else (False, None)
+        # a tower its class does not declare comes back from config.json as a dict:
+        # pipeline_config gives the loaded config this object (restore_sub_configs)
+        ok, value = _sibling_sub_config(name, package_dir)
+        if not ok:
+            ok, value = _read_sub_config(name, reads)
     else:
         ok, value = _fill_value(name, context, reads)
+        if not ok and reads.keys.get(name):  # a table the code subscripts: its keys, valued as fields
+            value = {k: getattr(context, k) if _has(context, k) else _fill_value(k, context, reads)[1]
+                     for k in sorted(reads.keys[name])}
+            value = {k: v for k, v in value.items() if v is not None}
+            ok = bool(value)
     if not ok:
         return None
     if isinstance(table, dict):
         table[name] = value
-    else:
-        setattr(table, name, value)
+    elif not _set_valid(config, table, name, value):
+        return None  # the config's own validation refuses it (config.json could not be written)
     where = [] if holder is config else [next(k for k, v in _sub_configs(config).items() if v is holder)]
     shown = value.to_dict() if hasattr(value, "to_dict") else value
     return ".".join([*where, *path]) + f"={shown!r}"[:120]
@@ -657,6 +733,29 @@ def _sibling_sub_config(name: str, package_dir: Path | None) -> tuple[bool, Any]
         if sub is not None and hasattr(sub, "to_dict"):
             return True, sub
     return False, None
+
+
+def _read_sub_config(name: str, reads: ConfigReads) -> tuple[bool, Any]:
+    """Sub-config ``name`` (``vision_config``) made from the fields the package reads on it, each
+    valued as :func:`fill_reads` values a field, or as the tiny width its name has after a
+    short prefix (a tower's own ``vt_hidden_size``); (False, None) when the package reads none
+    of it with a value."""
+    from transformers import PretrainedConfig
+
+    fields = reads.attrs.get(name.removesuffix("_config").lower(), set())
+    sub = PretrainedConfig()
+    given = 0
+    for field_name in sorted(fields):
+        if _has(sub, field_name) or field_name in reads.optional:
+            continue
+        ok, value = _fill_value(field_name, sub, reads)
+        prefixed = re.fullmatch(r"[a-z]{1,3}_(\w+)", field_name)
+        if not ok and prefixed and prefixed.group(1) in SMALL:
+            ok, value = True, SMALL[prefixed.group(1)]
+        if ok:
+            setattr(sub, field_name, value)
+            given += 1
+    return (True, sub) if given else (False, None)
 
 
 def _has(config: Any, name: str) -> bool:
@@ -697,9 +796,11 @@ def package_reads(package_dir: Path) -> ConfigReads:
     """:func:`config_reads` of a package and the siblings it imports (a config class it
     extends declares its defaults there); the package's own defaults come first. Optional
     fields are the ones the package itself reads with a default (a sibling reading a field
-    with a default does not make it optional for a package that needs it)."""
+    with a default does not make it optional for a package that needs it); so are the fields
+    it declares as one number (a sibling's ``int`` says nothing of how this package reads it)."""
     reads = config_reads(package_sources(package_dir))
-    reads.optional = config_reads(sorted(package_dir.rglob("*.py"))).optional
+    own = config_reads(sorted(package_dir.rglob("*.py")))
+    reads.optional, reads.scalars, reads.layer_kinds = own.optional, own.scalars, own.layer_kinds
     return reads
 
 
@@ -711,7 +812,9 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
     config read as if flat) takes the sub-config's value; otherwise a tiny
     width (:data:`SMALL`), a shaped value (:data:`SHAPED`) or the package's own
     default for a field of that name; a field with none of them stays missing.
-    Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict.
+    Subscripted keys (``rope_scaling["mrope_section"]``) are added to the dict. A
+    field the package's own config declares as one number that is a list of equal entries
+    here (``patch_size=[14, 14]``) becomes that number.
     A field whose value the config's own validation refuses is left out.
     Returns the ``path=value`` items set.
     """
@@ -727,6 +830,13 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
         if "rope_theta" not in vars(target) and source is not None:
             target.rope_theta = source["rope_theta"]
             done.append(f"{where + '.' if where else ''}rope_theta={source['rope_theta']!r}")
+    for where, target in [("", config), *subs.items()]:
+        for name in sorted(reads.scalars):  # [14, 14] where the package's own config says int
+            value = vars(target).get(name)
+            if (isinstance(value, (list, tuple)) and value and all(v == value[0] for v in value)
+                    and isinstance(value[0], (int, float)) and not isinstance(value[0], bool)
+                    and _set_valid(config, target, name, value[0])):
+                done.append(f"{where + '.' if where else ''}{name}={value[0]!r} (was {list(value)!r})")
     targets: list[tuple[str, Any]] = [("", config)]
     for kind in sorted(k for k in reads.attrs if k):
         targets += [(key, sub) for key, sub in subs.items() if key.startswith(kind) or kind == "llm"]
