@@ -325,7 +325,7 @@ class Imports(Codemod):
     def _add_helpers(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         if not self.state.helpers:
             return body
-        defined = {s.name.value for s in body if isinstance(s, cst.ClassDef)}
+        defined = {s.name.value for s in body if isinstance(s, cst.ClassDef | cst.FunctionDef)}
         helper: list[cst.BaseStatement]
         at = 0
         for i, stmt in enumerate(body):
@@ -336,7 +336,7 @@ class Imports(Codemod):
                 continue
             helper = list(_helper_statements(code))
             head = helper[0]
-            assert isinstance(head, cst.ClassDef)
+            assert isinstance(head, cst.ClassDef | cst.FunctionDef)
             first = head.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
             body = body[:at] + [first, *helper[1:]] + body[at:]
             self.rewrote(first, "MV341", f"added {name}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-#: V2 ``max.nn`` class name → the module in this package that ports it.
+#: V2 ``max.nn`` class (or function) name → the module in this package that ports it.
 PORTS: dict[str, str] = {
     "Transformer": "transformer",
     "TransformerBlock": "transformer_block",
@@ -23,6 +23,7 @@ PORTS: dict[str, str] = {
     "DistributedLogitsPostprocessMixin": "distributed_logits",
     "SigmoidTopKRouter": "sigmoid_router",
     "Conv1D": "conv1d",
+    "logits_postprocess": "logits_postprocess",
 }
 
 
