@@ -474,8 +474,8 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
                 print(f"  mypy {pkg}: {rows[pkg]['mypy']}", file=sys.stderr, flush=True)
         ordered = [rows[p] for p in packages]
         print(table(ordered))
-        counts = {r: sum(1 for row in ordered if ORDER.index(row["rung"]) >= ORDER.index(r)
-                         if row["rung"] != "-") for r in ORDER}
+        counts = {r: sum(1 for row in ordered
+                         if row["rung"] != "-" and ORDER.index(row["rung"]) >= ORDER.index(r)) for r in ORDER}
         l6 = sum(1 for row in ordered if row["l6"])
         for row in ordered:
             l5 = [s for s in row["steps"] if s["rung"] == "L5"]
