@@ -256,6 +256,7 @@ def _statement_lines(path: Path, line: int) -> tuple[list[str], int]:
     return lines, best[1] if best else first
 
 
+_MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
 
 
@@ -264,13 +265,20 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
 
     A missing attribute may be named where it went missing instead: a TODO anywhere in the
     package saying that something "has no" that attribute (``MV301``'s note at the import of a
-    class whose V3 variant lacks it) names the cause too."""
+    class whose V3 variant lacks it) names the cause too; so does, for a base's
+    ``NotImplementedError: X must implement `m```, a TODO that says to implement ``m``
+    (``MV382``'s note on a pipeline model whose load path could not be rewritten)."""
     site = _flagged_site(where, findings)
     if site or package is None or not package.is_dir():
         return site
     missing = _NO_ATTRIBUTE.search(detail)
+    unwritten = _MUST_IMPLEMENT.search(detail)
+    said = None
     if missing is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bhas no\b[^\n]*\b{re.escape(missing.group(1))}\b")
+    elif unwritten is not None:
+        said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bimplement\b[^\n]*\b{re.escape(unwritten.group(1))}\b")
+    if said is not None:
         for py in package.rglob("*.py"):
             if said.search(py.read_text(errors="replace")):
                 return "TODO"

@@ -75,6 +75,21 @@ def test_a_missing_attribute_is_flagged_by_a_todo_that_says_it_went_missing(tmp_
     assert ladder.flagged(where, {}, detail) == ""  # (no package given: the site only)
 
 
+def test_a_method_the_base_says_is_unimplemented_is_flagged_by_a_todo_to_implement_it(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "model.py").write_text(
+        "# TODO(migrate-v3): MV382 implement _instantiate_module(self, model_config): build the root module\n"
+        "class M(Base):\n"
+        "    def load(self):\n"
+        "        return self.load_model()\n"
+    )
+    where = f"{pkg / 'model.py'}:4"
+    detail = "load path: NotImplementedError: M must implement `_instantiate_module`."
+    assert ladder.flagged(where, {}, detail, pkg) == "TODO"
+    assert ladder.flagged(where, {}, detail.replace("_instantiate_module", "_prepare_state_dict"), pkg) == ""
+
+
 def test_baseline_comparison_fails_a_regression_and_names_an_improvement(capsys: pytest.CaptureFixture[str]) -> None:
     rows = [{"arch": "a", "rung": "L1"}, {"arch": "b", "rung": "L4"}, {"arch": "c", "rung": "L2"}]
     assert ladder.compare_baseline(rows, {"a": "L1", "b": "L3", "c": "L2"}) == 0
