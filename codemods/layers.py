@@ -49,6 +49,8 @@ from migrate_v3.knowledge.layers import (
     QUANTIZED_BY,
     RMSNORM_HELPER,
     RMSNORM_HELPER_NAME,
+    RMSNORM_OFFSET_HELPER,
+    RMSNORM_OFFSET_HELPER_NAME,
     RMSNORM_VARIANTS,
     STACKED_LINEAR_DEFAULTS,
     STACKED_LINEAR_PARAMS,
@@ -702,13 +704,18 @@ class LayerConstructors(Codemod):
         skip: frozenset[str] = frozenset(),
         factory: bool = False,
         preset: frozenset[str] = frozenset(),
+        extra: tuple[str, ...] = (),
     ) -> cst.Call:
+        """``extra``: V2 arguments kept as they are, after the V3 ones (a helper class takes them)."""
         v2 = spec.v2_name
         new: dict[str, cst.Arg] = {}
         notes: list[str] = []
         for name in bound.order:
             arg = bound.args[name]
             if name in skip:
+                continue
+            if name in extra:
+                new[name] = as_keyword(arg, name)
                 continue
             if _dropped(spec, name):
                 value = source(arg.value)
@@ -758,7 +765,7 @@ class LayerConstructors(Codemod):
             and not self._calls_are_rewritten(original, v2)
         ):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
-        ordered = [new[p] for p in spec.v3_params if p in new]
+        ordered = [new[p] for p in (*spec.v3_params, *extra) if p in new]
         func = self._ref(original.func, v3_module or spec.v3_module, v3_name)
         self.rewrote(original, "MV340", f"{v2}(...) → {v3_name}(...) keywords" + (f" ({', '.join(notes)})" if notes else ""))
         return updated.with_changes(func=func, args=relayout(updated.args, ordered))
@@ -772,13 +779,21 @@ class LayerConstructors(Codemod):
             source(mbc.value) if mbc else "True",
         )
         variant = RMSNORM_VARIANTS.get(key)
+        skip = frozenset({"weight_offset", "multiply_before_cast"})
         if variant is None:
-            self.todo(
-                "MV342",
-                f"RMSNorm(weight_offset={key[0]}, multiply_before_cast={key[1]}): subclass RMSNorm "
-                "and call rms_norm(x, self.weight, self.eps, weight_offset=..., multiply_before_cast=...)",
+            # no V3 class computes this pair (or it is only known at run time): a helper takes both
+            self.state.import_name(_NORM_MODULE, "RMSNorm")
+            self.state.import_name(_NORM_MODULE, "rms_norm")
+            self.state.import_name(_TENSOR_MODULE, "Tensor")
+            self.state.helpers[RMSNORM_OFFSET_HELPER_NAME] = RMSNORM_OFFSET_HELPER
+            self.rewrote(
+                original, "MV341",
+                f"RMSNorm(weight_offset={key[0]}, multiply_before_cast={key[1]}) → {RMSNORM_OFFSET_HELPER_NAME}",
             )
-            return updated
+            new = self._rebuild(original, updated, bound, spec, RMSNORM_OFFSET_HELPER_NAME,
+                                extra=("weight_offset", "multiply_before_cast"))
+            self.state.needed_imports.discard((spec.v3_module, RMSNORM_OFFSET_HELPER_NAME, None))
+            return new.with_changes(func=cst.Name(RMSNORM_OFFSET_HELPER_NAME))
         if variant == RMSNORM_HELPER_NAME:
             self.state.import_name(_NORM_MODULE, "RMSNorm")
             self.state.import_name(_NORM_MODULE, "rms_norm")
@@ -787,7 +802,6 @@ class LayerConstructors(Codemod):
             self.rewrote(original, "MV341", "RMSNorm: multiply_before_cast=True kept via MultiplyBeforeCastRMSNorm")
         elif key != ("0", "False"):
             self.rewrote(original, "MV341", f"RMSNorm(weight_offset={key[0]}) → {variant}")
-        skip = frozenset({"weight_offset", "multiply_before_cast"})
         if variant == RMSNORM_HELPER_NAME:
             new = self._rebuild(original, updated, bound, spec, variant, skip=skip)
             # the helper is defined in this module: no import for it
