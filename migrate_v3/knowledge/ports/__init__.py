@@ -23,6 +23,7 @@ PORTS: dict[str, str] = {
     "DistributedLogitsPostprocessMixin": "distributed_logits",
     "SigmoidTopKRouter": "sigmoid_router",
     "Conv1D": "conv1d",
+    "LatentAttentionWithRope": "latent_attention",
 }
 
 
