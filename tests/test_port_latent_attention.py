@@ -1,4 +1,5 @@
-"""The V3 port of V2 ``LatentAttentionWithRope`` (``migrate_v3/knowledge/ports/latent_attention.py``).
+"""The V3 ports of V2 ``LatentAttentionWithRope`` and its one-device TP/DP variants
+(``migrate_v3/knowledge/ports/latent_attention.py``).
 
 No graph is compiled: each case builds the V2 layer and its port (under
 ``F.lazy()``) from the same arguments and checks the V3 parameters against
@@ -65,3 +66,19 @@ def test_latent_attention_port_refuses_more_than_one_device() -> None:
     kwargs = _kwargs(32) | {"devices": [DeviceRef.CPU(), DeviceRef.CPU()]}
     with pytest.raises(NotImplementedError, match="single-device"):
         LatentAttentionWithRope(**kwargs)
+
+
+@pytest.mark.parametrize("name, extra", [("TensorParallelLatentAttentionWithRope", {"skip_allreduce": True}),
+                                         ("DataParallelLatentAttentionWithRope", {})])
+def test_one_device_distributed_ports_have_v2_weights(name: str, extra: dict[str, Any]) -> None:
+    from max.experimental import functional as F
+    from max.nn.attention import multi_latent_attention as v2_mla
+
+    from migrate_v3.knowledge.ports import latent_attention
+    from migrate_v3.verify.archbuild import cpu_comm
+
+    with cpu_comm():  # V2's tensor-parallel variant opens an all-reduce at construction
+        v2 = getattr(v2_mla, name)(**_kwargs(32), **extra)
+    with F.lazy():
+        v3 = getattr(latent_attention, name)(**_kwargs(32), **extra)
+    assert align_keys(sides.v2_signature(v2), sides.v3_signature(v3)).ok

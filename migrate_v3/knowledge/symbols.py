@@ -90,7 +90,10 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "AttentionWithRope": Symbol("MV340", f"{CL}.attention.AttentionWithRope", "layer_idx moves to the constructor"),
     "LatentAttentionWithRope": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "TensorParallelLatentAttentionWithRope": Symbol(
-        "MV342", f"{CL}.quant_mla.QuantizedLatentAttentionWithRope", _NO_MAP
+        "MV343", None, "apply adds a one-device V3 port of it (migrate_v3/knowledge/ports)"
+    ),
+    "DataParallelLatentAttentionWithRope": Symbol(
+        "MV343", None, "apply adds a one-device V3 port of it (migrate_v3/knowledge/ports)"
     ),
     "MoE": Symbol("MV340", f"{CL}.moe.MoE"),
     "MoEGate": Symbol("MV340", f"{CL}.moe.MoEGate"),

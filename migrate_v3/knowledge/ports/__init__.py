@@ -24,7 +24,14 @@ PORTS: dict[str, str] = {
     "SigmoidTopKRouter": "sigmoid_router",
     "Conv1D": "conv1d",
     "LatentAttentionWithRope": "latent_attention",
+    "TensorParallelLatentAttentionWithRope": "latent_attention",
+    "DataParallelLatentAttentionWithRope": "latent_attention",
 }
+
+
+def port_owner(name: str) -> str:
+    """The first V2 class ported by the module that ports ``name``: its code is added once, under that name."""
+    return next(n for n, module in PORTS.items() if module == PORTS[name])
 
 
 @cache

@@ -122,8 +122,11 @@ class LatentAttentionWithRope(Module[..., Tensor]):
                     quant_config=o_proj_quant_config,
                 )
 
-    def create_mla_prefill_metadata(self, input_row_offsets: Tensor, kv_collection: Any) -> MLAPrefillMetadata:
+    def create_mla_prefill_metadata(self, input_row_offsets: Any, kv_collection: Any) -> Any:
         """The prefill planning metadata the MLA prefill kernels need."""
+        return self._prefill_metadata(input_row_offsets, kv_collection)
+
+    def _prefill_metadata(self, input_row_offsets: Tensor, kv_collection: Any) -> MLAPrefillMetadata:
         layer_idx = F.constant(0, DType.uint32, device=CPU())
         buffer_row_offsets, cache_offsets, buffer_lengths = flare_mla_prefill_plan(
             self.kv_params, input_row_offsets, kv_collection, layer_idx, self.BUFFER_TOK_SIZE, max_chunks=1
@@ -188,7 +191,7 @@ class LatentAttentionWithRope(Module[..., Tensor]):
             "v_head_dim": self.v_head_dim,
         }
         if self.graph_mode in ("prefill", "auto"):
-            meta = mla_prefill_metadata or self.create_mla_prefill_metadata(input_row_offsets, kv_collection)
+            meta = mla_prefill_metadata or self._prefill_metadata(input_row_offsets, kv_collection)
             attn["buffer_row_offsets"] = meta.buffer_row_offsets
             attn["cache_offsets"] = meta.cache_offsets
             attn["buffer_length"] = meta.buffer_lengths.to(CPU())
@@ -209,3 +212,45 @@ class LatentAttentionWithRope(Module[..., Tensor]):
             result = mla_prefill_decode_graph(**attn)
         result = result.rebind_mapping(xq.mapping)
         return self.o_proj(result.reshape([result.shape[0], self.n_heads * self.v_head_dim]))
+
+
+class _OneDeviceLatentAttention(LatentAttentionWithRope):
+    """The distributed variants' per-device-list call, on one device: lists in, a list out."""
+
+    def create_mla_prefill_metadata(self, input_row_offsets: Any, kv_collection: Any) -> Any:
+        """One metadata per device, as the distributed variants return them."""
+        return [self._prefill_metadata(r, kv) for r, kv in zip(input_row_offsets, kv_collection, strict=True)]
+
+    def forward(  # type: ignore[override]
+        self,
+        layer_idx: Tensor,
+        xs: Any,
+        signal_buffers: Any,
+        kv_collections: Any,
+        freqs_cis: Any,
+        input_row_offsets: Any,
+        mla_prefill_metadata: Any = None,
+    ) -> list[Tensor]:
+        if len(xs) != 1:
+            raise NotImplementedError(f"the migrate-v3 port of {type(self).__name__} is single-device")
+        meta = mla_prefill_metadata[0] if mla_prefill_metadata else None
+        return [super().forward(layer_idx, xs[0], kv_collections[0], freqs_cis[0], input_row_offsets[0], meta)]
+
+
+class TensorParallelLatentAttentionWithRope(_OneDeviceLatentAttention):
+    """V3 port of V2 ``TensorParallelLatentAttentionWithRope`` on one device; added by migrate-v3.
+
+    Same constructor (``skip_allreduce`` too), per-device-list call and weight
+    names as V2; one device's all-reduce is the identity, so it is not built.
+    """
+
+    def __init__(self, *, skip_allreduce: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.skip_allreduce = skip_allreduce
+
+
+class DataParallelLatentAttentionWithRope(_OneDeviceLatentAttention):
+    """V3 port of V2 ``DataParallelLatentAttentionWithRope`` on one device; added by migrate-v3.
+
+    Same constructor, per-device-list call and weight names as V2.
+    """
