@@ -510,7 +510,6 @@ NO_V3_CLASS: dict[str, str] = {
     "MultiheadAttention": "port it locally",
     "GPTQLinear": "GPTQ is not ported to V3",
     "Identity": "write a one-line Module",
-    "StackedMoE": "port it locally",
     "FusedMLP": "port it locally",
 }
 

@@ -124,7 +124,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "MultiheadAttention": Symbol("MV343"),
     "RaggedAttention": Symbol("MV343"),
     "DistributedAttentionImpl": Symbol("MV343"),
-    "StackedMoE": Symbol("MV343"),
+    "StackedMoE": Symbol("MV343", None, "apply adds an unquantized one-device V3 port of it (migrate_v3/knowledge/ports)"),
     "SigmoidTopKRouter": Symbol("MV343"),
     "Identity": Symbol("MV343"),
     "Layer": Symbol("MV343"),

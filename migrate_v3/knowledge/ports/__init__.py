@@ -26,6 +26,7 @@ PORTS: dict[str, str] = {
     "LatentAttentionWithRope": "latent_attention",
     "TensorParallelLatentAttentionWithRope": "latent_attention",
     "DataParallelLatentAttentionWithRope": "latent_attention",
+    "StackedMoE": "stacked_moe",
 }
 
 
