@@ -58,6 +58,7 @@ from migrate_v3.knowledge.layers import (
     v2_symbol,
 )
 from migrate_v3.knowledge.ports import PORTS
+from migrate_v3.knowledge.symbols import NN_SYMBOLS, allowed_max_nn
 
 _NORM_MODULE = "max.experimental.nn.norm"
 _TENSOR_MODULE = "max.experimental.tensor"
@@ -156,6 +157,8 @@ class LayerConstructors(Codemod):
         self.base_variant: list[str | None] = []
         #: per enclosing class: ``__init__`` parameters its super().__init__ passed only as dropped placement args
         self.placement_params: list[set[str]] = []
+        #: per enclosing class: a V2 base with no V3 class and no port (its super().__init__ builds V2 layers)
+        self.unported_base: list[str | None] = []
         #: class of this file → (its ``__init__`` parameters before, the ones removed): its calls drop them too
         self.removed_params: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
         #: id of a call passed straight to the constructor of a V2 class that ``Ports``
@@ -285,6 +288,7 @@ class LayerConstructors(Codemod):
         self.class_nodes.append((node, layer_bases.get(symbol)))
         self.base_variant.append(None)
         self.placement_params.append(set())
+        self.unported_base.append(next((s for b in node.bases if (s := self._unported(b.value))), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.attr_renames.pop()
@@ -292,6 +296,7 @@ class LayerConstructors(Codemod):
         _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()
         self.placement_params.pop()
+        self.unported_base.pop()
         if symbol and layer_base is not None and not defines_init(original):
             self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
         if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
@@ -304,10 +309,27 @@ class LayerConstructors(Codemod):
             bases.append(base)
         return updated.with_changes(bases=bases)
 
-    def _layer_of_super_init(self, call: cst.Call) -> str | None:
-        """The V2 layer a ``super().__init__(...)`` call in a layer subclass's ``__init__`` constructs."""
+    def _unported(self, base: cst.BaseExpression) -> str | None:
+        """The ``max.nn`` class ``base`` names when it has no V3 class, no map and no port."""
+        symbol = v2_symbol(self.qualname(base))
+        if symbol is None or symbol in LAYERS or symbol in PORTS or symbol in allowed_max_nn():
+            return None
+        known = NN_SYMBOLS.get(symbol)
+        return symbol if known is None or (known.code == "MV343" and known.v3 is None) else None
+
+    def _unported_super_init(self, base: str) -> None:
+        """``super().__init__(...)`` of a class on an unported V2 base: it builds V2 layers, named in a TODO."""
+        node, _ = self.class_nodes[-1]
+        self.todo(
+            "MV343",
+            f"super().__init__(...) builds the V2 {base}, which has no V3 class: its layers stay V2 (and get V2 "
+            f"arguments such as dtype=); port {base} to V3 or rewrite {node.name.value} on V3 layers",
+        )
+
+    def _is_super_init(self, call: cst.Call) -> bool:
+        """``super().__init__(...)`` directly in a class's ``__init__``."""
         func = call.func
-        if not (
+        return (
             isinstance(func, cst.Attribute)
             and func.attr.value == "__init__"
             and isinstance(func.value, cst.Call)
@@ -316,9 +338,11 @@ class LayerConstructors(Codemod):
             and len(self.scopes) >= 2
             and self.scopes[-1] == ("def", "__init__")
             and self.scopes[-2][0] == "class"
-        ):
-            return None
-        return self.scopes[-2][1] or None
+        )
+
+    def _layer_of_super_init(self, call: cst.Call) -> str | None:
+        """The V2 layer a ``super().__init__(...)`` call in a layer subclass's ``__init__`` constructs."""
+        return (self.scopes[-2][1] or None) if self._is_super_init(call) else None
 
     def _super_init(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         spec = LAYERS[symbol]
@@ -499,6 +523,10 @@ class LayerConstructors(Codemod):
             layer = self._layer_of_super_init(original)
             if layer is not None:
                 return self._super_init(original, updated, layer)
+            base = self.unported_base[-1] if self.unported_base else None
+            if base is not None and self._is_super_init(original):
+                self._unported_super_init(base)
+                return updated
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)
