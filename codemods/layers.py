@@ -75,9 +75,10 @@ def _literal(src: str) -> str:
 
 _PARTIAL = frozenset({"functools.partial"})
 
-#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``):
-#: V2 pinned the layer to it, whatever the model dtype; V3 builds it in ``default_dtype``
-_PINNED_DTYPE = re.compile(r"\bDType\.\w")
+#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``)
+#: or a dtype its author named apart from the model's (``norm_dtype``, ``config.gate_dtype``): V2 built
+#: the layer in it; V3 builds it in ``default_dtype``, so dropping it is named in a TODO
+_PINNED_DTYPE = re.compile(r"\bDType\.\w|\w_dtype\b")
 
 
 #: StackedLinear arguments QKVLinear has no form of: dropped with a TODO naming them
