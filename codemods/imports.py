@@ -332,7 +332,7 @@ class Imports(Codemod):
             if _is_import_line(stmt):
                 at = i + 1
         for name, code in self.state.helpers.items():
-            if name in defined:
+            if name in defined or not code:  # (no code: another helper's code defines it)
                 continue
             helper = list(_helper_statements(code))
             head = helper[0]

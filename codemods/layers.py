@@ -49,6 +49,8 @@ from migrate_v3.knowledge.layers import (
     QUANTIZED_BY,
     RMSNORM_HELPER,
     RMSNORM_HELPER_NAME,
+    RMSNORM_OFFSET_HELPER,
+    RMSNORM_OFFSET_HELPER_NAME,
     RMSNORM_VARIANTS,
     STACKED_LINEAR_DEFAULTS,
     STACKED_LINEAR_PARAMS,
@@ -56,6 +58,7 @@ from migrate_v3.knowledge.layers import (
     v2_symbol,
 )
 from migrate_v3.knowledge.ports import PORTS
+from migrate_v3.knowledge.symbols import NN_SYMBOLS, allowed_max_nn
 
 _NORM_MODULE = "max.experimental.nn.norm"
 _TENSOR_MODULE = "max.experimental.tensor"
@@ -72,9 +75,10 @@ def _literal(src: str) -> str:
 
 _PARTIAL = frozenset({"functools.partial"})
 
-#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``):
-#: V2 pinned the layer to it, whatever the model dtype; V3 builds it in ``default_dtype``
-_PINNED_DTYPE = re.compile(r"\bDType\.\w")
+#: a dtype argument that names a fixed ``DType`` (``DType.float32``, ``cfg.norm_dtype or DType.float32``)
+#: or a dtype its author named apart from the model's (``norm_dtype``, ``config.gate_dtype``): V2 built
+#: the layer in it; V3 builds it in ``default_dtype``, so dropping it is named in a TODO
+_PINNED_DTYPE = re.compile(r"\bDType\.\w|\w_dtype\b")
 
 
 #: StackedLinear arguments QKVLinear has no form of: dropped with a TODO naming them
@@ -154,6 +158,8 @@ class LayerConstructors(Codemod):
         self.base_variant: list[str | None] = []
         #: per enclosing class: ``__init__`` parameters its super().__init__ passed only as dropped placement args
         self.placement_params: list[set[str]] = []
+        #: per enclosing class: a V2 base with no V3 class and no port (its super().__init__ builds V2 layers)
+        self.unported_base: list[str | None] = []
         #: class of this file → (its ``__init__`` parameters before, the ones removed): its calls drop them too
         self.removed_params: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
         #: id of a call passed straight to the constructor of a V2 class that ``Ports``
@@ -283,6 +289,7 @@ class LayerConstructors(Codemod):
         self.class_nodes.append((node, layer_bases.get(symbol)))
         self.base_variant.append(None)
         self.placement_params.append(set())
+        self.unported_base.append(next((s for b in node.bases if (s := self._unported(b.value))), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.attr_renames.pop()
@@ -290,6 +297,7 @@ class LayerConstructors(Codemod):
         _, layer_base = self.class_nodes.pop()
         variant = self.base_variant.pop()
         self.placement_params.pop()
+        self.unported_base.pop()
         if symbol and layer_base is not None and not defines_init(original):
             self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
         if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
@@ -302,10 +310,27 @@ class LayerConstructors(Codemod):
             bases.append(base)
         return updated.with_changes(bases=bases)
 
-    def _layer_of_super_init(self, call: cst.Call) -> str | None:
-        """The V2 layer a ``super().__init__(...)`` call in a layer subclass's ``__init__`` constructs."""
+    def _unported(self, base: cst.BaseExpression) -> str | None:
+        """The ``max.nn`` class ``base`` names when it has no V3 class, no map and no port."""
+        symbol = v2_symbol(self.qualname(base))
+        if symbol is None or symbol in LAYERS or symbol in PORTS or symbol in allowed_max_nn():
+            return None
+        known = NN_SYMBOLS.get(symbol)
+        return symbol if known is None or (known.code == "MV343" and known.v3 is None) else None
+
+    def _unported_super_init(self, base: str) -> None:
+        """``super().__init__(...)`` of a class on an unported V2 base: it builds V2 layers, named in a TODO."""
+        node, _ = self.class_nodes[-1]
+        self.todo(
+            "MV343",
+            f"super().__init__(...) builds the V2 {base}, which has no V3 class: its layers stay V2 (and get V2 "
+            f"arguments such as dtype=); port {base} to V3 or rewrite {node.name.value} on V3 layers",
+        )
+
+    def _is_super_init(self, call: cst.Call) -> bool:
+        """``super().__init__(...)`` directly in a class's ``__init__``."""
         func = call.func
-        if not (
+        return (
             isinstance(func, cst.Attribute)
             and func.attr.value == "__init__"
             and isinstance(func.value, cst.Call)
@@ -314,9 +339,11 @@ class LayerConstructors(Codemod):
             and len(self.scopes) >= 2
             and self.scopes[-1] == ("def", "__init__")
             and self.scopes[-2][0] == "class"
-        ):
-            return None
-        return self.scopes[-2][1] or None
+        )
+
+    def _layer_of_super_init(self, call: cst.Call) -> str | None:
+        """The V2 layer a ``super().__init__(...)`` call in a layer subclass's ``__init__`` constructs."""
+        return (self.scopes[-2][1] or None) if self._is_super_init(call) else None
 
     def _super_init(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         spec = LAYERS[symbol]
@@ -497,6 +524,10 @@ class LayerConstructors(Codemod):
             layer = self._layer_of_super_init(original)
             if layer is not None:
                 return self._super_init(original, updated, layer)
+            base = self.unported_base[-1] if self.unported_base else None
+            if base is not None and self._is_super_init(original):
+                self._unported_super_init(base)
+                return updated
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)
@@ -702,13 +733,18 @@ class LayerConstructors(Codemod):
         skip: frozenset[str] = frozenset(),
         factory: bool = False,
         preset: frozenset[str] = frozenset(),
+        extra: tuple[str, ...] = (),
     ) -> cst.Call:
+        """``extra``: V2 arguments kept as they are, after the V3 ones (a helper class takes them)."""
         v2 = spec.v2_name
         new: dict[str, cst.Arg] = {}
         notes: list[str] = []
         for name in bound.order:
             arg = bound.args[name]
             if name in skip:
+                continue
+            if name in extra:
+                new[name] = as_keyword(arg, name)
                 continue
             if _dropped(spec, name):
                 value = source(arg.value)
@@ -758,7 +794,7 @@ class LayerConstructors(Codemod):
             and not self._calls_are_rewritten(original, v2)
         ):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
-        ordered = [new[p] for p in spec.v3_params if p in new]
+        ordered = [new[p] for p in (*spec.v3_params, *extra) if p in new]
         func = self._ref(original.func, v3_module or spec.v3_module, v3_name)
         self.rewrote(original, "MV340", f"{v2}(...) → {v3_name}(...) keywords" + (f" ({', '.join(notes)})" if notes else ""))
         return updated.with_changes(func=func, args=relayout(updated.args, ordered))
@@ -772,13 +808,21 @@ class LayerConstructors(Codemod):
             source(mbc.value) if mbc else "True",
         )
         variant = RMSNORM_VARIANTS.get(key)
+        skip = frozenset({"weight_offset", "multiply_before_cast"})
         if variant is None:
-            self.todo(
-                "MV342",
-                f"RMSNorm(weight_offset={key[0]}, multiply_before_cast={key[1]}): subclass RMSNorm "
-                "and call rms_norm(x, self.weight, self.eps, weight_offset=..., multiply_before_cast=...)",
+            # no V3 class computes this pair (or it is only known at run time): a helper takes both
+            self.state.import_name(_NORM_MODULE, "RMSNorm")
+            self.state.import_name(_NORM_MODULE, "rms_norm")
+            self.state.import_name(_TENSOR_MODULE, "Tensor")
+            self.state.helpers[RMSNORM_OFFSET_HELPER_NAME] = RMSNORM_OFFSET_HELPER
+            self.rewrote(
+                original, "MV341",
+                f"RMSNorm(weight_offset={key[0]}, multiply_before_cast={key[1]}) → {RMSNORM_OFFSET_HELPER_NAME}",
             )
-            return updated
+            new = self._rebuild(original, updated, bound, spec, RMSNORM_OFFSET_HELPER_NAME,
+                                extra=("weight_offset", "multiply_before_cast"))
+            self.state.needed_imports.discard((spec.v3_module, RMSNORM_OFFSET_HELPER_NAME, None))
+            return new.with_changes(func=cst.Name(RMSNORM_OFFSET_HELPER_NAME))
         if variant == RMSNORM_HELPER_NAME:
             self.state.import_name(_NORM_MODULE, "RMSNorm")
             self.state.import_name(_NORM_MODULE, "rms_norm")
@@ -787,7 +831,6 @@ class LayerConstructors(Codemod):
             self.rewrote(original, "MV341", "RMSNorm: multiply_before_cast=True kept via MultiplyBeforeCastRMSNorm")
         elif key != ("0", "False"):
             self.rewrote(original, "MV341", f"RMSNorm(weight_offset={key[0]}) → {variant}")
-        skip = frozenset({"weight_offset", "multiply_before_cast"})
         if variant == RMSNORM_HELPER_NAME:
             new = self._rebuild(original, updated, bound, spec, variant, skip=skip)
             # the helper is defined in this module: no import for it

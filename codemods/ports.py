@@ -5,7 +5,8 @@ counterpart, but a subclass only relies on its constructor, its call and its
 attribute names. ``migrate_v3/knowledge/ports/`` holds a V3 port of each
 such class with exactly that surface (tested numerically against V2); this
 codemod adds the port's class to the migrated module, with its imports, and
-points the base (or a direct call) at it, so the V2 import becomes unused.
+points the base (a direct call, or a class picked by assignment, ``cls = X``) at
+it, so the V2 import becomes unused.
 
     from max.nn.transformer import Transformer
     class Olmo2(Transformer): ...
@@ -22,7 +23,7 @@ import libcst as cst
 from codemods.base import Codemod
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge.layers import v2_symbol
-from migrate_v3.knowledge.ports import PORTS, port_source
+from migrate_v3.knowledge.ports import PORTS, port_owner, port_source
 
 
 @cache
@@ -71,7 +72,10 @@ class Ports(Codemod):
             return None
         imports, code = _split(symbol)
         self.state.needed_imports.update(imports)
-        self.state.helpers[symbol] = code
+        owner = port_owner(symbol)
+        self.state.helpers[owner] = code
+        if owner != symbol:
+            self.state.helpers.setdefault(symbol, "")  # defined by its owner's code
         self.rewrote(node, "MV343", f"{symbol} has no V3 class: added migrate-v3's V3 port of it")
         return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
 
@@ -88,3 +92,10 @@ class Ports(Codemod):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         ported = self._port(original, original.func)
         return updated.with_changes(func=ported) if ported is not None else updated
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        """``cls = TensorParallelLatentAttentionWithRope`` (a class picked, called later): the port."""
+        if not isinstance(original.value, cst.Name | cst.Attribute):
+            return updated
+        ported = self._port(original, original.value)
+        return updated.with_changes(value=ported) if ported is not None else updated

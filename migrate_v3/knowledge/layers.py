@@ -441,6 +441,36 @@ class {RMSNORM_HELPER_NAME}(RMSNorm):
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(x, self.weight, self.eps, multiply_before_cast=True)
 '''
+#: Any other ``RMSNorm(weight_offset=…, multiply_before_cast=…)`` (``(1, False)``, a value only known at
+#: run time): V3 has no class for it, so this one is emitted into the module; it takes the two V2
+#: arguments as keywords, with V2's defaults.
+RMSNORM_OFFSET_HELPER_NAME = "OffsetRMSNorm"
+RMSNORM_OFFSET_HELPER = f'''
+
+class {RMSNORM_OFFSET_HELPER_NAME}(RMSNorm):
+    """V3 RMSNorm with V2's weight_offset and multiply_before_cast arguments; added by migrate-v3."""
+
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-6,
+        *,
+        weight_offset: float = 0.0,
+        multiply_before_cast: bool = True,
+    ) -> None:
+        super().__init__(dim, eps)
+        self.weight_offset = weight_offset
+        self.multiply_before_cast = multiply_before_cast
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(
+            x,
+            self.weight,
+            self.eps,
+            weight_offset=self.weight_offset,
+            multiply_before_cast=self.multiply_before_cast,
+        )
+'''
 
 #: V2 ``StackedLinear`` parameters (in order). Only the q/k/v form maps: V3
 #: ``QKVLinear(in_dim, q_dim, kv_dim, bias=, stacked=)`` keeps unfused children
@@ -480,7 +510,6 @@ NO_V3_CLASS: dict[str, str] = {
     "MultiheadAttention": "port it locally",
     "GPTQLinear": "GPTQ is not ported to V3",
     "Identity": "write a one-line Module",
-    "StackedMoE": "port it locally",
     "FusedMLP": "port it locally",
 }
 

@@ -88,9 +88,12 @@ NN_SYMBOLS: dict[str, Symbol] = {
     # only a q/k/v StackedLinear has a V3 class: apply rewrites those, a person the rest
     "StackedLinear": Symbol("MV343", f"{CL}.linear.QKVLinear", "q/k/v only: apply rewrites those"),
     "AttentionWithRope": Symbol("MV340", f"{CL}.attention.AttentionWithRope", "layer_idx moves to the constructor"),
-    "LatentAttentionWithRope": Symbol("MV342", f"{CL}.multi_latent_attention.LatentAttentionWithRope", _NO_MAP),
+    "LatentAttentionWithRope": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "TensorParallelLatentAttentionWithRope": Symbol(
-        "MV342", f"{CL}.quant_mla.QuantizedLatentAttentionWithRope", _NO_MAP
+        "MV343", None, "apply adds a one-device V3 port of it (migrate_v3/knowledge/ports)"
+    ),
+    "DataParallelLatentAttentionWithRope": Symbol(
+        "MV343", None, "apply adds a one-device V3 port of it (migrate_v3/knowledge/ports)"
     ),
     "MoE": Symbol("MV340", f"{CL}.moe.MoE"),
     "MoEGate": Symbol("MV340", f"{CL}.moe.MoEGate"),
@@ -121,7 +124,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "MultiheadAttention": Symbol("MV343"),
     "RaggedAttention": Symbol("MV343"),
     "DistributedAttentionImpl": Symbol("MV343"),
-    "StackedMoE": Symbol("MV343"),
+    "StackedMoE": Symbol("MV343", None, "apply adds an unquantized one-device V3 port of it (migrate_v3/knowledge/ports)"),
     "SigmoidTopKRouter": Symbol("MV343"),
     "Identity": Symbol("MV343"),
     "Layer": Symbol("MV343"),

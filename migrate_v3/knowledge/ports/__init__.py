@@ -23,8 +23,17 @@ PORTS: dict[str, str] = {
     "DistributedLogitsPostprocessMixin": "distributed_logits",
     "SigmoidTopKRouter": "sigmoid_router",
     "Conv1D": "conv1d",
+    "LatentAttentionWithRope": "latent_attention",
+    "TensorParallelLatentAttentionWithRope": "latent_attention",
+    "DataParallelLatentAttentionWithRope": "latent_attention",
+    "StackedMoE": "stacked_moe",
     "logits_postprocess": "logits_postprocess",
 }
+
+
+def port_owner(name: str) -> str:
+    """The first V2 class ported by the module that ports ``name``: its code is added once, under that name."""
+    return next(n for n, module in PORTS.items() if module == PORTS[name])
 
 
 @cache
