@@ -35,7 +35,6 @@ from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, self_a
 from codemods.base import Codemod, FileState, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
-from codemods.shard_scan import body_statements
 from migrate_v3.knowledge.layers import (
     ATTRIBUTE_RENAMES,
     CALL_DROPS,
@@ -187,7 +186,7 @@ class LayerConstructors(Codemod):
     def _kwargs_dicts(self, func: cst.FunctionDef) -> None:
         """``kw = dict(...)`` whose only uses are ``Layer(**kw)`` calls in ``func``: map the dict's
         keywords as a call of that layer (``QUANTIZED_BY`` may pick the class every call then builds)."""
-        if not any(_builds_dict(small) for small in body_statements(func)):
+        if not any(_builds_dict(a) for a in nodes_of(func.body, (cst.Assign, cst.AnnAssign), skip=(cst.FunctionDef,))):
             return  # (its statements alone say so: the scan below visits every expression)
         scan = _KwargsScan()
         func.body.visit(scan)
@@ -842,9 +841,9 @@ class LayerConstructors(Codemod):
         return self._rebuild(original, updated, bound, spec, variant, skip=skip)
 
 
-def _builds_dict(small: cst.BaseSmallStatement) -> bool:
+def _builds_dict(node: cst.CSTNode) -> bool:
     """``name = dict(...)`` / ``name: T = dict(...)``."""
-    value = small.value if isinstance(small, cst.Assign | cst.AnnAssign) else None
+    value = node.value if isinstance(node, cst.Assign | cst.AnnAssign) else None
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict"
 
 
