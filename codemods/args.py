@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from codemods.base import code_for
+
 
 @dataclass
 class Bound:
@@ -50,9 +52,12 @@ def self_attr(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
+_EMPTY = cst.Module(body=[])
+
+
 def source(node: cst.CSTNode) -> str:
-    """Source text of a small expression (for comparisons with literal defaults)."""
-    return cst.Module(body=[]).code_for_node(node)
+    """Source text of a node (``Module.code_for_node``, printed by ``codemods.base.code_for``)."""
+    return code_for(_EMPTY, node)
 
 
 def as_keyword(arg: cst.Arg, keyword: str) -> cst.Arg:

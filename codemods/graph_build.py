@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import nodes_of
 
 _GRAPH = ("max.graph.Graph", "max.graph.graph.Graph")
@@ -341,7 +342,7 @@ def _device(
         if not isinstance(call, cst.Call) or qualname(call.func) not in _TENSOR_TYPE:
             return None
         calls.append(call)
-    devices = {cst.Module([]).code_for_node(a.value) for c in calls for a in c.args if a.keyword and a.keyword.value == "device"}
+    devices = {source(a.value) for c in calls for a in c.args if a.keyword and a.keyword.value == "device"}
     if len(devices) != 1 or any(not any(a.keyword and a.keyword.value == "device" for a in c.args) for c in calls):
         return None
     dev = next(a.value for a in calls[0].args if a.keyword and a.keyword.value == "device")

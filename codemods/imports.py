@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos, render
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge import ops as K
@@ -351,7 +352,7 @@ def _helper_statements(code: str) -> Sequence[cst.BaseStatement]:
 
 def _alias_name(alias: cst.ImportAlias) -> str:
     name = alias.name
-    return name.value if isinstance(name, cst.Name) else cst.Module(body=[]).code_for_node(name)
+    return name.value if isinstance(name, cst.Name) else source(name)
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:

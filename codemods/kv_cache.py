@@ -24,6 +24,7 @@ import re
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
 from codemods.kv_trace import (
     STRUCTURED,
@@ -94,13 +95,13 @@ class KVCache(Codemod):
         return updated
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        if not isinstance(updated.body, cst.IndentedBlock):
-            return updated
+        if not isinstance(updated.body, cst.IndentedBlock) or "unflatten_" not in self.state.source:
+            return updated  # (no trace() of this file unflattens: no need to print one to know)
         body = list(updated.body.body)
         for i, stmt in enumerate(body):
             if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "trace"):
                 continue
-            code = cst.Module([]).code_for_node(stmt)
+            code = source(stmt)
             if "unflatten_" not in code:
                 return updated
             result: cst.FunctionDef | str
@@ -118,7 +119,7 @@ class KVCache(Codemod):
                 body[i] = todo if isinstance(todo, cst.FunctionDef) else stmt
             elif bridged:
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
-                if f"{V3_CACHE[2]}.from_upstream(" in cst.Module([]).code_for_node(result):
+                if f"{V3_CACHE[2]}.from_upstream(" in source(result):
                     self.state.needed_imports.add(V3_CACHE)
                     self.state.import_name("max.experimental.sharding", "DeviceMapping")
                 self.rewrote(original, "MV384", f"trace() override → flat forward() calling the class's own, now {STRUCTURED}()")
@@ -169,7 +170,7 @@ class KVCache(Codemod):
 def _bridged(body: list[cst.BaseStatement], at: int, trace: cst.FunctionDef) -> cst.FunctionDef | str:
     """``bridged_forward``, unless another method calls ``self(...)`` (it would reach the flat forward)."""
     others = [s for k, s in enumerate(body) if k != at and isinstance(s, cst.FunctionDef)]
-    if any("self(" in cst.Module([]).code_for_node(s) for s in others):
+    if any("self(" in source(s) for s in others):
         return f"another method calls self(...): rename forward() to {STRUCTURED}() and call that"
     return bridged_forward(trace, body)
 
@@ -231,4 +232,4 @@ def _permuted_result(func: cst.FunctionDef, v2_order: list[str]) -> cst.Function
 
 
 def _name(alias: cst.ImportAlias) -> str:
-    return cst.Module([]).code_for_node(alias.name)
+    return source(alias.name)

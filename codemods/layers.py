@@ -152,6 +152,7 @@ class LayerConstructors(Codemod):
         self.scopes: list[tuple[str, str]] = []
         #: the enclosing (original) ClassDef nodes, and the base naming a V2 layer (where check reports it)
         self.class_nodes: list[tuple[cst.ClassDef, cst.BaseExpression | None]] = []
+        self.class_text: dict[int, str] = {}  # id of a class → its code (original nodes: alive)
         #: per class: ``self.X`` built from a V2 layer → its attribute renames (ATTRIBUTE_RENAMES)
         self.attr_renames: list[dict[str, dict[str, str]]] = []
         #: per enclosing class: the V3 RMSNorm variant its super().__init__ asked for
@@ -509,7 +510,11 @@ class LayerConstructors(Codemod):
         attr = self.self_attr_of.get(id(original))
         if v2 not in CALL_DROPS or attr is None or f"self.{attr}(" not in self.state.source or not self.class_nodes:
             return False
-        return f"self.{attr}(" in source(self.class_nodes[-1][0])  # called in the same class
+        node = self.class_nodes[-1][0]
+        text = self.class_text.get(id(node))
+        if text is None:  # (printed once per class, not once per layer it builds)
+            text = self.class_text[id(node)] = source(node)
+        return f"self.{attr}(" in text  # called in the same class
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if self.kwargs_dicts and id(original) in self.kwargs_dicts:

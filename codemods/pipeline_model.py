@@ -268,7 +268,7 @@ class PipelineModels(Codemod):
         self._stashes = {"self.state_dict", *(a for s in body if isinstance(s, cst.FunctionDef) for a in _stashed(s))}
         helpers: dict[str, cst.FunctionDef] = dict(towers[1]) if towers else {}
         for s in body:
-            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module", *helpers) and "GraphSpec" in source(s.body):
+            if isinstance(s, cst.FunctionDef) and s.name.value not in ("graph_specs", "_instantiate_module", *helpers) and "GraphSpec" in self.state.source and "GraphSpec" in source(s.body):
                 built = self._instantiate(s, helper=True)
                 if built is not None:
                     helpers[s.name.value] = built
@@ -331,7 +331,7 @@ class PipelineModels(Codemod):
                 out.append(self._in_method(stmt, kv, towers[0].attributes if towers else None))
                 continue
             out.append(stmt)
-        if dropped and any("self.state_dict" in source(s) for s in out):
+        if dropped and "self.state_dict" in self.state.source and any("self.state_dict" in source(s) for s in out):
             for at, stmt in reversed(dropped):
                 out.insert(at, stmt)
         if not towers and not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):

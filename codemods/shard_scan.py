@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import nodes_of
 from codemods.resolve import dotted
 from migrate_v3.knowledge.sharding import PREDICATES, STRATEGIES
@@ -208,7 +209,7 @@ def may_be_moe(where: str, func: cst.FunctionDef, cls: cst.ClassDef | None) -> b
 
 
 def _one_line(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module(body=[]).code_for_node(node).split())
+    return " ".join(source(node).split())
 
 
 def _is_setter(func: cst.FunctionDef) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of
 from codemods.resolve import dotted
 from codemods.shard_scan import (
@@ -169,7 +170,7 @@ def _names_in(node: cst.CSTNode) -> set[str]:
 
 def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
     """An element that spanned lines inside the comprehension's brackets keeps brackets of its own."""
-    if "\n" in cst.Module(body=[]).code_for_node(expr) and not expr.lpar:
+    if "\n" in source(expr) and not expr.lpar:
         return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return expr
 
@@ -370,7 +371,7 @@ class Sharding(Codemod):
         if kind is None:
             return updated  # the flags in leave_AssignTarget/leave_Call say what is left
         fact = STRATEGIES[kind]
-        where = cst.Module(body=[]).code_for_node(target)
+        where = source(target)
         cls = self._cls()
         form = target_form(where, cls.facts, self._self_placing) if cls is not None else None
         if fact.v3_function is not None and form == "self":

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.args import self_attr
+from codemods.args import self_attr, source
 from codemods.base import Codemod, FileState
 from migrate_v3.knowledge.layers import v2_symbol
 
@@ -187,7 +187,7 @@ class TiedEmbeddings(Codemod):
         if tie.condition is None:
             new_create: list[cst.BaseStatement] = []
         else:
-            cond = cst.Module([]).code_for_node(tie.condition)
+            cond = source(tie.condition)
             flag = cst.parse_statement(f"self.{_FLAG} = {cond}\n").with_changes(
                 leading_lines=getattr(create, "leading_lines", ())
             )
@@ -215,11 +215,11 @@ class _HeadCalls(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
             return updated
-        x = cst.Module([]).code_for_node(updated.args[0].value)
+        x = source(updated.args[0].value)
         tied = f"{x} @ self.{self.tie.embedding}.weight.T"
         if self.tie.condition is None:
             return cst.parse_expression(f"({tied})")
-        head = cst.Module([]).code_for_node(updated)
+        head = source(updated)
         return cst.parse_expression(f"({tied} if self.{_FLAG} else {head})")
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:

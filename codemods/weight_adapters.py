@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import Codemod, nodes_of
 
 _RENAMES = frozenset({"removeprefix", "removesuffix", "replace", "sub"})
@@ -31,7 +32,7 @@ _MESSAGE = (
 def _takes_state_dict(func: cst.FunctionDef) -> bool:
     params = (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)
     for param in params:
-        ann = cst.Module([]).code_for_node(param.annotation.annotation) if param.annotation else ""
+        ann = source(param.annotation.annotation) if param.annotation else ""
         if "state_dict" in param.name.value or "Weights" in ann or "WeightData" in ann:
             return True
     return False

@@ -11,3 +11,14 @@ FIXTURES = ROOT / "fixtures"
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a ``slow`` test (MAX compiles, whole-ladder runs) run first.
+
+    The workers take whole files in collection order (``--dist loadfile``):
+    started last, one long file keeps a worker busy while the other idles
+    (a cold-cache run's tail); started first, the short files fill the gaps.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # (stable: file and test order kept)
