@@ -28,14 +28,16 @@ head. Other aliases get a TODO.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import libcst as cst
 
 from codemods.args import self_attr, source
-from codemods.base import Codemod, FileState
+from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos
 from migrate_v3.knowledge.layers import v2_symbol
 
 _FLAG = "tie_word_embeddings"
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 @dataclass
@@ -206,11 +208,38 @@ class TiedEmbeddings(Codemod):
 
 class _HeadCalls(cst.CSTTransformer):
     """``self.H(x)`` → ``x @ self.E.weight.T`` (conditional when the tie is); ``self.H`` passed as
-    an argument (a head a helper calls) → ``lambda x: x @ self.E.weight.T`` the same way."""
+    an argument (a head a helper calls) → ``lambda x: x @ self.E.weight.T`` the same way. Any other
+    read of ``self.H`` (``self.H.weight``, ``if self.H is None``) gets a TODO: the head is ``None``
+    (or absent) when tied, so the statement now means something else."""
 
     def __init__(self, tie: _Tie) -> None:
         super().__init__()
         self.tie = tie
+        #: ids of the ``self.H`` nodes the call and argument rules replace
+        self.handled: set[int] = set()
+        #: per enclosing statement: whether it reads ``self.H`` some other way
+        self.reads: list[bool] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            self.reads.append(False)
+        elif isinstance(node, cst.Call) and self_attr(node.func) == self.tie.head:
+            self.handled.add(id(node.func))
+        elif isinstance(node, cst.Arg) and not node.star and self_attr(node.value) == self.tie.head:
+            self.handled.add(id(node.value))
+        elif isinstance(node, cst.Attribute) and id(node) not in self.handled and self_attr(node) == self.tie.head and self.reads:
+            self.reads[-1] = True
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: _Node, updated_node: _Node) -> _Node | cst.RemovalSentinel | cst.FlattenSentinel[_Node]:
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.SimpleStatementLine | cst.BaseCompoundStatement) and self.reads.pop() and isinstance(result, cst.CSTNode):
+            note = (
+                f"{TODO_PREFIX}MV363 self.{self.tie.head} is {'None when tied' if self.tie.condition is not None else 'gone (tied)'}: "
+                f"this read of it means something else now; use self.{self.tie.embedding}.weight.T for the tied head"
+            )
+            result = cast(_Node, attach_todos(result, [note]))
+        return result
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
