@@ -32,6 +32,7 @@ PORTS: dict[str, str] = {
     "StackedMoE": "stacked_moe",
     "logits_postprocess": "logits_postprocess",
     "LogitsPostprocessMixin": "logits_mixin",
+    "MultiheadAttention": "multihead_attention",
 }
 
 
