@@ -9,7 +9,10 @@ is missing or names something not defined yet when the class is created
 ``super().__init__()`` is added to an ``__init__`` that lacks it. In a subclass
 of a V2 *layer* (``class X(RMSNorm)``) ``__call__`` becomes ``forward`` too
 (``super().__call__(x)`` → ``super().forward(x)``); its ``__init__`` arguments
-are mapped by ``layers``, and when they could not be, it is flagged.
+are mapped by ``layers``, and when they could not be, it is flagged. A subclass
+of a V2 class migrate-v3 ports (``codemods.ports``) gets the same ``forward``
+(but for one with its own ``trace()``, which ``kv_cache`` rewrites);
+the port takes V2's ``__init__`` arguments as they are.
 
     class MLP(Module):                          →  class MLP(Module[[Tensor], Tensor]):
         def __call__(self, x: TensorValue) -> TensorValue:  →  def forward(self, x: Tensor) -> Tensor:
@@ -26,6 +29,7 @@ from codemods.base import Codemod
 from codemods.layers import defines_init
 from codemods.resolve import import_bindings
 from migrate_v3.knowledge.layers import LAYERS, MODULE_HOME, MODULE_NAMES, v2_symbol
+from migrate_v3.knowledge.ports import PORTS
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -111,6 +115,10 @@ class ModuleInterface(Codemod):
                 is_module = True
             elif symbol in LAYERS and not is_module:
                 is_module = "layer"
+            elif symbol in PORTS and not is_module and not _defines(node, "trace"):
+                # a V2 class migrate-v3 ports (codemods.ports): a layer with V2's arguments (a root
+                # with its own trace() is kv_cache's: it renames its __call__ with the trace)
+                is_module = "port"
         self.classes.append(is_module)
         self.forward.append(None)
 
@@ -119,6 +127,8 @@ class ModuleInterface(Codemod):
         forward = self.forward.pop()
         if not self.classes:
             self.available.add(original.name.value)
+        if is_module == "port":
+            return updated
         if is_module == "layer":
             if defines_init(original) and id(original) not in self.state.layer_inits:
                 symbols = [s for s in (v2_symbol(self.qualname(b.value)) for b in original.bases) if s in LAYERS]
@@ -176,7 +186,7 @@ class ModuleInterface(Codemod):
         func = updated.func
         if (
             self.classes
-            and self.classes[-1] == "layer"
+            and self.classes[-1] in ("layer", "port")
             and isinstance(func, cst.Attribute)
             and func.attr.value == "__call__"
             and isinstance(func.value, cst.Call)
@@ -195,7 +205,7 @@ class ModuleInterface(Codemod):
         if not in_module_class:
             return updated
         name = original.name.value
-        if self.classes[-1] == "layer" and name != "__call__":
+        if self.classes[-1] in ("layer", "port") and name != "__call__":
             return updated
         if name == "__call__":
             self.rewrote(original, "MV321", "__call__ → forward")
@@ -212,3 +222,8 @@ class ModuleInterface(Codemod):
             stmts.insert(at, cst.parse_statement("super().__init__()\n"))
             updated = updated.with_changes(body=body.with_changes(body=stmts))
         return updated
+
+
+def _defines(node: cst.ClassDef, name: str) -> bool:
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    return any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == name for stmt in body)

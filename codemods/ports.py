@@ -25,12 +25,16 @@ from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge.layers import v2_symbol
 from migrate_v3.knowledge.ports import PORTS, port_owner, port_source
 
+_OWN = "migrate_v3.knowledge.ports."
+
 
 @cache
-def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str]:
-    """A port's imports as (module, name, alias) and the code of its definitions."""
+def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str, tuple[str, ...]]:
+    """A port's imports as (module, name, alias), the code of its definitions, and the
+    other ports it builds on (its imports from this package, which migrated code cannot have)."""
     module = cst.parse_module(port_source(name))
     imports: list[tuple[str, str, str | None]] = []
+    needs: list[str] = []
     defs: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
     for stmt in module.body:
         small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
@@ -40,10 +44,13 @@ def _split(name: str) -> tuple[tuple[tuple[str, str, str | None], ...], str]:
                 continue
             for local, target in import_bindings(small):
                 imported = target.rsplit(".", 1)[1]
-                imports.append((mod, imported, None if local == imported else local))
+                if mod.startswith(_OWN):
+                    needs.append(imported)
+                else:
+                    imports.append((mod, imported, None if local == imported else local))
         else:
             defs.append(stmt)
-    return tuple(imports), cst.Module(body=defs).code
+    return tuple(imports), cst.Module(body=defs).code, tuple(needs)
 
 
 def calls_the_v3_way(port: str, module: str, name: str) -> bool:
@@ -55,7 +62,7 @@ def calls_the_v3_way(port: str, module: str, name: str) -> bool:
     so a layer of that class passed straight to the port's constructor needs no
     call-site change: the port's ``forward`` is that call site.
     """
-    imports, _ = _split(port)
+    imports, _, _ = _split(port)
     return any(m == module and n == name for m, n, _ in imports)
 
 
@@ -70,14 +77,20 @@ class Ports(Codemod):
         symbol = v2_symbol(self.qualname(expr))
         if symbol not in PORTS:
             return None
-        imports, code = _split(symbol)
+        self._add(symbol)
+        self.rewrote(node, "MV343", f"{symbol} has no V3 class: added migrate-v3's V3 port of it")
+        return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
+
+    def _add(self, symbol: str) -> None:
+        """Add the port of ``symbol`` (and the ports it builds on) to the module, once."""
+        imports, code, needs = _split(symbol)
+        for need in needs:  # defined ahead of the port that uses it
+            self._add(need)
         self.state.needed_imports.update(imports)
         owner = port_owner(symbol)
         self.state.helpers[owner] = code
         if owner != symbol:
             self.state.helpers.setdefault(symbol, "")  # defined by its owner's code
-        self.rewrote(node, "MV343", f"{symbol} has no V3 class: added migrate-v3's V3 port of it")
-        return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         bases = list(updated.bases)

@@ -491,3 +491,39 @@ def test_a_load_path_that_wants_some_tensor_under_a_prefix_is_read_for_that_pref
                                   "selected for checkpoints that ship the MTP head")) == "mtp."
     assert _wanted_prefix(stopped("ValueError: no vision_tower.* weights found")) == "vision_tower."
     assert _wanted_prefix(stopped("ValueError: no devices were found")) is None
+
+
+def test_a_root_that_fails_to_trace_with_v2s_own_input_types_fails_on_v2_too_only_if_v2_does() -> None:
+    from types import SimpleNamespace
+
+    from migrate_v3.verify.ladder import _trace_root
+
+    class V2:  # declares its graph's input types, as a V2 pipeline traces it with them
+        stages = False
+
+        def __init__(self) -> None:
+            self.weight = SimpleNamespace(name="weight")
+
+        def input_types(self) -> tuple[str, ...]:
+            return ("features: [batch, mel, frames]",)
+
+        def raw_state_dict(self) -> dict[str, object]:
+            return {"conv.weight": self.weight}
+
+        def trace(self, *types: object) -> None:
+            if not self.stages:
+                raise ValueError("Failed to create op 'AddOp'")
+
+    class V3:
+        def trace(self, *types: object) -> None:
+            raise ValueError("Failed to create op 'AddOp'")
+
+    made = SimpleNamespace(inputs=[], static_reason="")
+    v2 = V2()
+    step = _trace_root("Encoder", made, v2, V3(), V2, None, ())
+    assert not step.ok and step.side == "v2" and "does not stage with its own input types either" in step.detail
+    assert v2.weight.name == "conv.weight"  # named by attribute path, as V2's trace needs
+    assert ladder.classify({"side": step.side, "rung": "L4", "detail": step.detail}, ROOT, "") == "V2 itself fails"
+    v2.stages = True  # V2 stages with them: the migration's failure
+    step = _trace_root("Encoder", made, v2, V3(), V2, None, ())
+    assert not step.ok and step.side == "v3" and "AddOp" in step.detail

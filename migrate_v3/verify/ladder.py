@@ -280,7 +280,30 @@ def _trace_root(name: str, made: Any, v2: Any, v3: Any, v2_cls: type, target: An
             f = archbuild.failure(f"trace {name}", exc, prefer)
             failed = Step("L4", False, f"{name}: {f.line()} ({how})", f.where)
     assert failed is not None
+    if declared is not None:
+        v2_failed = _v2_trace_failure(v2, declared[0])
+        if v2_failed is not None:
+            return Step("L4", False, f"V2 reference: {name} does not stage with its own input types either: "
+                        f"{v2_failed.line()} ({attempts[0][1]})", v2_failed.where, "v2")
     return failed
+
+
+def _v2_trace_failure(v2: Any, types: list[Any]) -> archbuild.Failure | None:
+    """How the V2 module fails to stage with ``types`` (None when it stages).
+
+    The V2 pipeline traces a module with the ``input_types()`` it declares: when
+    the V2 module does not stage with them either, a V3 trace that fails on them
+    is V2's failure, not the migration's. Weights are named by attribute path
+    first (as ``state_dict()`` names them, values untouched), as V2's trace needs.
+    """
+    try:
+        for key, weight in v2.raw_state_dict().items():
+            weight.name = key
+        v2.trace(*types)
+    except Exception as exc:  # noqa: BLE001 - the finding
+        package = Path(sys.modules[type(v2).__module__].__file__ or ".").parent
+        return archbuild.failure(f"trace V2 {type(v2).__name__}", exc, (package,))
+    return None
 
 
 @dataclass

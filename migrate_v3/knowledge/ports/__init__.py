@@ -6,6 +6,9 @@ hence checkpoint names — are those of the V2 class. ``apply`` never imports
 these files: :func:`port_source` reads one as text, its ``from X import Y``
 lines become the migrated file's imports and its class is added to the
 migrated module, so migrated code does not depend on migrate-v3 at runtime.
+A port that builds on another imports it from this package
+(``from migrate_v3.knowledge.ports.logits_postprocess import logits_postprocess``):
+``apply`` adds that port too instead of the import.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ PORTS: dict[str, str] = {
     "DataParallelLatentAttentionWithRope": "latent_attention",
     "StackedMoE": "stacked_moe",
     "logits_postprocess": "logits_postprocess",
+    "LogitsPostprocessMixin": "logits_mixin",
+    "MultiheadAttention": "multihead_attention",
 }
 
 
