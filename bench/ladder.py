@@ -1,7 +1,7 @@
 """The model ladder: how far every migrated V2 architecture of the installed max gets.
 
     python bench/ladder.py [ARCH ...] [--json FILE] [--baseline FILE] [--update-baseline]
-                           [-j N] [--keep DIR] [--mypy] [--control]
+                           [-j N] [--keep DIR] [--mypy] [--mypy-cache DIR] [--control]
 
 Layout (what a user has): the installed ``max/pipelines/architectures`` is
 copied to ``WORK/archs`` (official ``*_modulev3`` ports included, package
@@ -37,7 +37,8 @@ sibling import then resolves to migrated code, as ``whole_model_survey.py``
 lays it out): what the packages do beyond the imports the ports break.
 
 ``--mypy`` adds the static rung: mypy errors of each migrated package and of
-its V2 input, run as ``verify`` runs it. ``--baseline`` compares rungs with a
+its V2 input, run as ``verify`` runs it (``-j`` packages at a time, in
+verify's persistent mypy cache unless ``--mypy-cache`` names another). ``--baseline`` compares rungs with a
 committed JSON: a package below its baseline rung is a regression (exit 1),
 one above it asks for ``--update-baseline``.
 """
@@ -68,6 +69,10 @@ BASELINE = ROOT / "bench" / "ladder_baseline.json"
 ORDER = ("L0", "L1", "L2", "L3", "L4")
 TIMEOUT = 600  # seconds per package
 BATCH = 6  # packages per probe interpreter
+#: verify's default mypy cache: max's own modules (most of what mypy reads) are cached across runs,
+#: where a cache inside the temporary work tree made the first package pay for all of them (measured:
+#: 306 s for autoencoders, then 20-50 s a package)
+MYPY_CACHE = Path.home() / ".cache" / "migrate-v3" / "mypy"
 
 
 def architectures() -> Path:
@@ -384,6 +389,8 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     parser.add_argument("--mypy", action="store_true", help="also count mypy errors (V2 vs migrated)")
+    parser.add_argument("--mypy-cache", type=Path, default=MYPY_CACHE,
+                        help="mypy cache directory, kept between runs (default: verify's, ~/.cache/migrate-v3/mypy)")
     parser.add_argument("--control", action="store_true", help="climb max's official ports instead")
     parser.add_argument("--without-ports", action="store_true",
                         help="delete max's official ports from the copy first (every sibling import then "
@@ -476,10 +483,11 @@ def main() -> int:  # noqa: C901 - the driver reads top to bottom
                 row["class"] = classify(fail, tree / (names.get(pkg) or pkg), row["matched"])
                 row["failure_at"] = _short(fail["where"], tree) if fail["where"] else ""
         if args.mypy:
-            cache = work / "mypy_cache"
-            for pkg in todo:
-                rows[pkg]["mypy"] = mypy_counts(tree, pkg, names[pkg], cache)
-                print(f"  mypy {pkg}: {rows[pkg]['mypy']}", file=sys.stderr, flush=True)
+            with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+                counted = pool.map(lambda p: mypy_counts(tree, p, names[p], args.mypy_cache), todo)
+                for pkg, counts in zip(todo, counted, strict=True):
+                    rows[pkg]["mypy"] = counts
+                    print(f"  mypy {pkg}: {counts}", file=sys.stderr, flush=True)
         ordered = [rows[p] for p in packages]
         print(table(ordered))
         counts = {r: sum(1 for row in ordered

@@ -7,7 +7,8 @@ types name one DeviceRef, and compiled with the checkpoint that V2 passed to
 ``load_state_dict``. ``session.load(g, weights_registry=m.state_dict())``
 becomes the compiled model itself and ``c.execute(...)[i]`` reads
 ``.driver_tensor`` so callers still get a ``Buffer``. Anything that does not
-match exactly keeps a TODO saying why and showing the V3 shape.
+match exactly keeps a TODO saying why and showing the V3 shape (a left
+``load_state_dict`` loses V2's ``weight_alignment=``, which V3's lacks).
 
     model = TinyLM(cfg, DType.float32, device)
     model.load_state_dict(sd)
@@ -177,7 +178,24 @@ class GraphCompile(Codemod):
                 self.todo("MV381", "use compiled = model.compile(*types, weights=state_dict)")
             elif method in _STATE_DICT:
                 self.todo("MV382", f".{method}(): {_STATE_DICT[method]}")
+                if method == "load_state_dict":
+                    return self._drop_alignment(original, updated)
         return updated
+
+    def _drop_alignment(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """``load_state_dict(sd, weight_alignment=1)`` → ``load_state_dict(sd)``: only V2's
+        ``Module.load_state_dict`` has the keyword; V3's copies each tensor into its
+        parameter and takes no alignment (left in, mypy and the call itself fail)."""
+        args: list[cst.Arg] = []
+        for arg in updated.args:
+            if arg.keyword is None or arg.keyword.value != "weight_alignment":
+                args.append(arg)
+            elif arg is updated.args[-1] and args:  # the last one: its comma (and line break) moves up
+                args[-1] = args[-1].with_changes(comma=arg.comma)
+        if len(args) == len(updated.args):
+            return updated
+        self.rewrote(original, "MV382", "load_state_dict(weight_alignment=...) dropped: V3 loads take no alignment")
+        return updated.with_changes(args=args)
 
     def _execute(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
         """``c.execute(a)[i]`` → ``c(a)[i].driver_tensor`` (``c(a).driver_tensor`` for one output)."""

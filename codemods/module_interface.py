@@ -2,8 +2,11 @@
 
 For a subclass of the V2 ``Module`` (or ``Layer``): ``__call__`` becomes
 ``forward``; the base becomes ``Module[[arg types], return type]`` built from
-``forward``'s (already rewritten) annotations — ``...`` only when it takes
-``*args``/``**kwargs``/keyword-only arguments; bare ``Module`` when an annotation
+``forward``'s (already rewritten) annotations — ``...`` when it takes
+``*args``/``**kwargs``/keyword-only arguments, a parameter with a default, or a
+parameter that a ``self.<child>(..., name=...)`` call in the file passes by
+keyword (a ``[A, B]`` list is positional and required for mypy: ``m(x)`` that
+omits the default, or ``m(x, mask=m)``, would be an error in correct code); bare ``Module`` when an annotation
 is missing or names something not defined yet when the class is created
 (a quoted forward reference, a ``TYPE_CHECKING``-only import);
 ``super().__init__()`` is added to an ``__init__`` that lacks it. In a subclass
@@ -25,7 +28,7 @@ import builtins
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import Codemod
+from codemods.base import Codemod, nodes_of
 from codemods.layers import defines_init
 from codemods.resolve import import_bindings
 from migrate_v3.knowledge.layers import LAYERS, MODULE_HOME, MODULE_NAMES, v2_symbol
@@ -93,8 +96,24 @@ class ModuleInterface(Codemod):
         self.available: set[str] = set(_BUILTINS) | {"None"}
         self.depth = 0
         self.forward: list[cst.FunctionDef | None] = []
+        self.module: cst.Module | None = None
+        self._keywords: set[str] | None = None
+
+    def keywords_to_children(self) -> set[str]:
+        """Keyword names of every ``self.<attr>(...)`` call in the file (computed on first use)."""
+        if self._keywords is None:
+            self._keywords = set()
+            for call in nodes_of(self.module, (cst.Call,)) if self.module is not None else ():
+                assert isinstance(call, cst.Call)
+                func = call.func
+                if isinstance(func, cst.Subscript):
+                    func = func.value
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                    self._keywords.update(a.keyword.value for a in call.args if a.keyword is not None)
+        return self._keywords
 
     def visit_Module(self, node: cst.Module) -> None:
+        self.module = node
         for stmt in node.body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
@@ -161,7 +180,13 @@ class ModuleInterface(Codemod):
             return None
         params = forward.params
         positional = [*params.posonly_params, *params.params][1:]  # drop self
-        variadic = isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or bool(params.kwonly_params)
+        variadic = (
+            isinstance(params.star_arg, cst.Param)
+            or params.star_kwarg is not None
+            or bool(params.kwonly_params)
+            or any(p.default is not None for p in positional)
+            or any(p.name.value in self.keywords_to_children() for p in positional)
+        )
         types: list[str] = []
         for p in positional:
             if p.annotation is None:

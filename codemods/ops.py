@@ -8,13 +8,14 @@ form is wrapped: ``F.functional(ops.X)(...)``. Collectives and TensorValue-only
 APIs (``.tensor``, ``.buffer``, ``.stdev``...) are flagged. ``x.to(DeviceRef.X())``
 gets the driver Device V3's ``Tensor.to``/``Module.to`` take (V2 values take it too); so
 does ``x.to(d)`` / ``x.to(self.devices[0])`` when ``d`` is a parameter annotated
-``DeviceRef`` (or a ``list``/``Sequence`` of them, indexed), or ``self.devices`` is set
-from such a parameter in ``__init__``.
+``DeviceRef`` (or a ``list``/``Sequence`` of them, indexed or looped over by a
+``for``/comprehension), or ``self.devices`` is set from such a parameter in ``__init__``.
 
     ops.reshape(x, [1, -1])   →  F.reshape(x, [1, -1])
     ops.buffer_load(buf)      →  F.functional(ops.buffer_load)(buf)
     x.to(DeviceRef.CPU())     →  x.to(DeviceRef.CPU().to_device())
     x.to(self.devices[0])     →  x.to(self.devices[0].to_device())   (devices: list[DeviceRef])
+    [x.to(d) for d in self.devices]  →  [x.to(d.to_device()) for d in self.devices]
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ _KERNELS = "max.nn.kernels."
 
 
 #: the hooks that track which names hold DeviceRefs (``Ops._refs``)
-_SCOPE_HOOKS = ("visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef")
+_SCOPE_HOOKS = (
+    "visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef",
+    "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp",
+)
 _TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(")
 
 
@@ -83,6 +87,36 @@ class Ops(Codemod):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._refs.pop()
         return updated
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_loop(node.target, node.iter)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._bind_comp(node.for_in)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._bind_comp(node.for_in)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._bind_comp(node.for_in)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._bind_comp(node.for_in)
+
+    def _bind_comp(self, comp: cst.CompFor | None) -> None:
+        # (bound before the element is visited: libcst visits ``elt`` before ``for_in``)
+        while comp is not None:
+            self._bind_loop(comp.target, comp.iter)
+            comp = comp.inner_for_in
+
+    def _bind_loop(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """``for d in self.devices`` over a list of DeviceRefs: ``d`` is one DeviceRef."""
+        if not self._refs or not isinstance(target, cst.Name):
+            return
+        if isinstance(iterable, cst.Name | cst.Attribute) and self._refs[-1].get(source(iterable)) is True:
+            self._refs[-1][target.value] = False
+        else:  # a loop over anything else rebinds the name
+            self._refs[-1].pop(target.value, None)
 
     def _imported(self, call: cst.Call) -> bool:
         """``tree.flatten(x)`` / ``mod.rebind(...)``: a function of an imported module or class,

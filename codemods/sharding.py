@@ -589,7 +589,7 @@ class Sharding(Codemod):
             or not isinstance(elt.func, cst.Attribute)
             or elt.func.attr.value != "to"
             or len(elt.args) != 1
-            or dotted(elt.args[0].value) != target.value
+            or dotted(_ref_of(elt.args[0].value)) != target.value
             or target.value in _names_in(elt.func.value)
         ):
             return updated
@@ -912,3 +912,11 @@ def _mentions_strategy(body: list[cst.BaseStatement]) -> bool:
         for stmt in body
         for node in nodes_of(stmt, (cst.Attribute,))
     )
+
+
+def _ref_of(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``d`` for ``d.to_device()`` (``ops`` gave the DeviceRef a Device for V3's ``Tensor.to``), else ``node``."""
+    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "to_device":
+        return node.func.value
+    return node
