@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, without
 from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
-from codemods.layers import defines_init
+from codemods.layers import defines_init, with_cpu_device_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 from migrate_v3.knowledge.layers import PLACEMENT_ARGS
@@ -344,21 +344,7 @@ class SiblingCalls(Codemod):
         if base in self._rope_device and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
             # its callers (in any file) pass the V2 arguments: the device V2 built the tables on is the default
             self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 device (CPU(), as V2)")
-            for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
-                self.state.import_name(module, name)
-            init = cst.parse_statement(
-                "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
-                "    super().__init__(*args, device=device, **kwargs)\n"
-            )
-            body = list(updated.body.body)
-            at = 1 if body and _is_doc(body[0]) else 0
-            if at:
-                init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            nxt = body[at] if len(body) > at else None
-            if isinstance(nxt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                if not nxt.leading_lines:
-                    body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], init, *body[at:]]))
+            return with_cpu_device_init(self.state, updated)
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -489,11 +475,6 @@ def _only_super_init(init: cst.FunctionDef) -> bool:
 
 
 _KV = "kv_params"
-
-
-def _is_doc(stmt: cst.BaseStatement) -> bool:
-    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
