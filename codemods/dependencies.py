@@ -429,15 +429,25 @@ class SiblingCalls(Codemod):
 
 
 #: the V2 Llama pipeline base's hooks a subclass may override and still move onto the V3 base:
-#: ``_create_model_config`` (the same hook there) and ``graph_specs`` (``PipelineModels`` makes it
-#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot)
-_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs"})
+#: ``_create_model_config`` (the same hook there), ``graph_specs`` (``PipelineModels`` makes it
+#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot) and
+#: ``_init_distributed_runtime`` (``PipelineModels`` drops its V2 ``session`` parameter)
+_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs", "_init_distributed_runtime"})
+#: what V2's ``LlamaModelBase`` calls and V3's ``Llama3Model`` does not (or with other parameters),
+#: read off max 26.7 (``tests/test_dependencies_hooks.py`` compares): an override of one would go
+#: unused on the V3 base. Methods outside this set are the class's own helpers or hooks both bases
+#: call alike (``execute``, ``_wire_batch_processor``, ``estimate_activation_memory``, ...).
+V2_GRAPH_HOOKS = frozenset({
+    "load_model", "load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile",
+    "_single_device_spec", "_tensor_parallel_spec", "_data_parallel_spec",
+})
 
 
 def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:
     """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
     that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks
-    (but ``hooks``; then at least one class overrides ``graph_specs``)."""
+    (but ``hooks``; then at least one class overrides ``graph_specs``, and methods of other names are
+    allowed unless the V3 base would leave them uncalled, ``V2_GRAPH_HOOKS``)."""
     found = False
     graph_specs = not hooks
     for cls in module.body:
@@ -450,7 +460,7 @@ def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = froz
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
                 graph_specs = graph_specs or stmt.name.value == "graph_specs"
-                if stmt.name.value in hooks:
+                if stmt.name.value in hooks or (hooks and stmt.name.value not in V2_GRAPH_HOOKS | {"__init__"}):
                     continue
                 if stmt.name.value != "__init__" or not _only_super_init(stmt):
                     return False
