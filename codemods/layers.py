@@ -95,6 +95,8 @@ class Factory:
     other: str | None = None
     #: V2 keywords the partial already binds (a call must not override them)
     keywords: frozenset[str] = frozenset()
+    #: the positional parameters a ``Callable[[A, B], X]`` annotation declares (None: ``...``/a partial)
+    arity: int | None = None
 
 
 def _dropped(spec: LayerSpec, name: str) -> bool:
@@ -461,7 +463,9 @@ class LayerConstructors(Codemod):
         if not isinstance(elem, cst.Index):
             return None
         symbol = self._layer_symbol(elem.value)
-        return Factory(symbol) if symbol else None
+        params = annotation.slice[0].slice if kind not in _PARTIAL else None
+        arity = len(params.value.elements) if isinstance(params, cst.Index) and isinstance(params.value, cst.List) else None
+        return Factory(symbol, arity=arity) if symbol else None
 
     def _factory_of(self, value: cst.BaseExpression) -> Factory | None:
         """``partial(X, a, k=v)`` / ``X`` / ``A if c else B`` where X is a V2 layer class."""
@@ -638,6 +642,14 @@ class LayerConstructors(Codemod):
             return updated
         spec = LAYERS[factory.symbol]
         positional = spec.v2_params[factory.offset :]
+        if (
+            factory.arity is not None and len(updated.args) == factory.arity
+            and all(a.keyword is None and not a.star for a in updated.args)
+            and [spec.rename.get(p, p) for p in positional[: factory.arity]] == list(spec.v3_params[: factory.arity])
+        ):
+            # ``Callable[[int, int], Linear]`` types the call: what is bound to it takes these positionals
+            # (a user function, or a partial whose build site gets V3's other arguments)
+            return updated
         bound = bind(updated, positional, spec.v2_kwonly)
         if bound is None:
             v3_keywords = all(a.keyword is not None and a.keyword.value in spec.v3_params for a in updated.args)
