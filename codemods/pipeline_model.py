@@ -493,8 +493,7 @@ class PipelineModels(Codemod):
         deleted = any(_matches(s, f"del {cfg}") for s in kept)
         if (
             param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and not deleted
-            and param.annotation.annotation.value != "Any"  # (isinstance(x, Any) raises)
-            and self.qualname(param.annotation.annotation) != "typing.Any"
+            and self.qualname(param.annotation.annotation) != "typing.Any"  # (isinstance(x, Any) raises)
         ):
             lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
         lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
