@@ -27,14 +27,7 @@ from typing import TypeVar
 import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, source, without
-from codemods.base import (
-    TODO_PREFIX,
-    Codemod,
-    FileState,
-    TransformContext,
-    WholeModuleNeeded,
-    attach_todos,
-)
+from codemods.base import TODO_PREFIX, Codemod, FileState, TransformContext, WholeModuleNeeded, attach_todos
 from codemods.layers import defines_init, with_cpu_device_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
@@ -95,13 +88,13 @@ class Dependencies(Codemod):
         v2_names = updated  # (a renamed name's V2 class is the one its attributes compare with: none of the variant's)
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
-            v2_kept = [a for a in _aliases(updated) if a.name.value in missing and f"{'.'.join(parts)}.{a.name.value}" not in SIBLING_RENAMES]
-            if v2_kept:  # V2 dataclasses with no V3 counterpart: a statement of their own, from the V2 module
-                v2_kept[-1] = v2_kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                todo = f"{TODO_PREFIX}MV301 " + _lacks(new, target, parts, [source(a.name) for a in v2_kept], True)
-                one = len(v2_kept) == 1
+            kept = [a for a in _aliases(updated) if a.name.value in missing and f"{'.'.join(parts)}.{a.name.value}" not in SIBLING_RENAMES]
+            if kept:  # V2 dataclasses with no V3 counterpart: a statement of their own, from the V2 module
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                todo = f"{TODO_PREFIX}MV301 " + _lacks(new, target, parts, [source(a.name) for a in kept], True)
+                one = len(kept) == 1
                 changes(self.state).kept_v2[id(original)] = (
-                    updated.with_changes(names=v2_kept, lpar=None if one else updated.lpar, rpar=None if one else updated.rpar), todo
+                    updated.with_changes(names=kept, lpar=None if one else updated.lpar, rpar=None if one else updated.rpar), todo
                 )
             updated, missing = renamed, []
         if missing:
