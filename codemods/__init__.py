@@ -15,7 +15,7 @@ from codemods.base import Codemod
 from codemods.batch_processors import BatchProcessors
 from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
-from codemods.dependencies import Dependencies, KeptV2Imports, SiblingCalls
+from codemods.dependencies import Dependencies, SiblingCalls
 from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
@@ -55,7 +55,6 @@ ORDER: list[type[Codemod]] = [
     ShardingClasses,  # MV390: a class's sharding_strategy setter / shard() → placements in __init__
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
-    KeptV2Imports,  # MV301: the names of such an import that stay V2's, in a statement of their own
     SiblingCalls,  # MV301: calls of sibling classes whose V3 constructor differs
     Registration,  # MV303: arch.py / __init__.py registration names
     Imports,  # MV31x: imports follow what the code now uses

@@ -26,16 +26,13 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.args import bind, new_keyword, relayout, source, without
-from codemods.base import TODO_PREFIX, Codemod, FileState, TransformContext, WholeModuleNeeded, attach_todos
+from codemods.args import bind, new_keyword, relayout, without
+from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
 from codemods.layers import defines_init, with_cpu_device_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 from migrate_v3.knowledge.layers import PLACEMENT_ARGS
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
-
-#: the local names of the V2 pipeline bases ``SIBLING_RENAMES`` renames (``LlamaModelBase``)
-_RENAMED_BASES = frozenset(k.rsplit(".", 1)[1] for k in SIBLING_RENAMES)
 
 _ADAPTERS = "weight_adapters"
 
@@ -88,17 +85,20 @@ class Dependencies(Codemod):
         v2_names = updated  # (a renamed name's V2 class is the one its attributes compare with: none of the variant's)
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
-            kept = [a for a in _aliases(updated) if a.name.value in missing and f"{'.'.join(parts)}.{a.name.value}" not in SIBLING_RENAMES]
-            if kept:  # V2 dataclasses with no V3 counterpart: a statement of their own, from the V2 module
-                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                todo = f"{TODO_PREFIX}MV301 " + _lacks(new, target, parts, [source(a.name) for a in kept], True)
-                one = len(kept) == 1
-                changes(self.state).kept_v2[id(original)] = (
-                    updated.with_changes(names=kept, lpar=None if one else updated.lpar, rpar=None if one else updated.rpar), todo
-                )
             updated, missing = renamed, []
         if missing:
-            self.todo("MV301", _lacks(new, target, parts, missing, new in ctx.v3_exports))
+            names = ", ".join(missing)
+            lacks = (
+                f"{new} (already there) has no {names}"
+                if new in ctx.v3_exports
+                else f"{target} (already there) has no module {'.'.join(parts[1:])} and so no {names}"
+            )
+            counterparts = [f"{n} → {SIBLING_RENAMES[k]}" for n in missing if (k := f"{'.'.join(parts)}.{n}") in SIBLING_RENAMES]
+            self.todo(
+                "MV301",
+                f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead"
+                + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else ""),
+            )
             return updated
         kept = self._kept_configs(package, target, parts[1:], updated)
         if kept:
@@ -130,23 +130,13 @@ class Dependencies(Codemod):
         Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
         module's subclasses of it only set class attributes (a V2 graph hook would go unused).
         """
-        ctx = self.state.context
-        exports = ctx.v3_exports.get(module, frozenset())
+        exports = self.state.context.v3_exports.get(module, frozenset())
         new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
-        # a V2 dataclass the variant lacks (model inputs: driver buffers, no graph code) stays V2's
-        kept = {n for n, v in new.items() if v is None and f"{v2_module}.{n}" in ctx.data_classes}
-        if (
-            isinstance(node.names, cst.ImportStar) or len(kept) == len(new)
-            or any((v is None or v not in exports) and n not in kept for n, v in new.items())
-        ):
+        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
             return None
         aliases = []
         for alias in node.names:
             name = alias.name.value if isinstance(alias.name, cst.Name) else ""
-            if name in kept:
-                if alias.asname is not None:
-                    return None
-                continue  # (moved to a statement of its own by KeptV2Imports)
             v3 = new.get(name)
             if v3 is None:
                 aliases.append(alias)
@@ -161,8 +151,7 @@ class Dependencies(Codemod):
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
-        aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return node.with_changes(names=aliases, lpar=node.lpar if len(aliases) > 1 else None, rpar=node.rpar if len(aliases) > 1 else None)
+        return node.with_changes(names=aliases)
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -312,49 +301,6 @@ class SiblingChanges:
     renamed_bases: set[str] = field(default_factory=set)
     #: config dataclasses whose V3 variant lacks V2 fields → (the variant, those fields)
     fields_gone: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
-    #: id of an import statement's V2 ``ImportFrom`` → its names that stay V2's (a statement of
-    #: their own, ``KeptV2Imports``) and that statement's TODO
-    kept_v2: dict[int, tuple[cst.ImportFrom, str]] = field(default_factory=dict)
-
-
-def _lacks(module: str, target: str, parts: list[str], missing: list[str], exported: bool) -> str:
-    """The MV301 message for names ``module`` (the variant's) lacks: the import stays V2's."""
-    names = ", ".join(missing)
-    package = parts[0]
-    lacks = (
-        f"{module} (already there) has no {names}"
-        if exported
-        else f"{target} (already there) has no module {'.'.join(parts[1:])} and so no {names}"
-    )
-    counterparts = [f"{n} → {SIBLING_RENAMES[k]}" for n in missing if (k := f"{'.'.join(parts)}.{n}") in SIBLING_RENAMES]
-    return (
-        f"{lacks}: this still imports {package}'s V2 code; port {names} or use what {target} offers instead"
-        + (f" ({', '.join(counterparts)}, once its V2 graph hooks move to _instantiate_module)" if counterparts else "")
-    )
-
-
-class KeptV2Imports(Codemod):
-    """MV301: the names of a sibling import that stay V2's when the rest moves to the variant
-    (``Dependencies._renamed_names``) get a statement of their own in front, with its TODO.
-    A codemod of its own so that ``Dependencies`` hooks import statements only."""
-
-    PREFIX = "MV301"
-    NEUTRAL_OK = True
-
-    @classmethod
-    def applies(cls, source: str) -> bool:
-        return Dependencies.applies(source) and any(base in source for base in _RENAMED_BASES)
-
-    def leave_SimpleStatementLine(
-        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        kept = changes(self.state).kept_v2.pop(id(original.body[0]), None) if len(original.body) == 1 else None
-        if kept is None:
-            return updated
-        node, todo = kept
-        v2 = attach_todos(cst.SimpleStatementLine(body=[node], leading_lines=updated.leading_lines), [todo])
-        assert isinstance(v2, cst.SimpleStatementLine)
-        return cst.FlattenSentinel([v2, updated.with_changes(leading_lines=[])])
 
 
 def changes(state: FileState) -> SiblingChanges:
