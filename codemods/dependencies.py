@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, without
 from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
-from codemods.layers import defines_init
+from codemods.layers import defines_init, with_cpu_device_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 from migrate_v3.knowledge.layers import PLACEMENT_ARGS
@@ -344,21 +344,7 @@ class SiblingCalls(Codemod):
         if base in self._rope_device and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
             # its callers (in any file) pass the V2 arguments: the device V2 built the tables on is the default
             self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 device (CPU(), as V2)")
-            for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
-                self.state.import_name(module, name)
-            init = cst.parse_statement(
-                "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
-                "    super().__init__(*args, device=device, **kwargs)\n"
-            )
-            body = list(updated.body.body)
-            at = 1 if body and _is_doc(body[0]) else 0
-            if at:
-                init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            nxt = body[at] if len(body) > at else None
-            if isinstance(nxt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                if not nxt.leading_lines:
-                    body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], init, *body[at:]]))
+            return with_cpu_device_init(self.state, updated)
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -443,15 +429,25 @@ class SiblingCalls(Codemod):
 
 
 #: the V2 Llama pipeline base's hooks a subclass may override and still move onto the V3 base:
-#: ``_create_model_config`` (the same hook there) and ``graph_specs`` (``PipelineModels`` makes it
-#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot)
-_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs"})
+#: ``_create_model_config`` (the same hook there), ``graph_specs`` (``PipelineModels`` makes it
+#: ``_instantiate_module``, or a stub that raises with a TODO when it cannot) and
+#: ``_init_distributed_runtime`` (``PipelineModels`` drops its V2 ``session`` parameter)
+_MODULE_HOOKS = frozenset({"_create_model_config", "graph_specs", "_init_distributed_runtime"})
+#: what V2's ``LlamaModelBase`` calls and V3's ``Llama3Model`` does not (or with other parameters),
+#: read off max 26.7 (``tests/test_dependencies_hooks.py`` compares): an override of one would go
+#: unused on the V3 base. Methods outside this set are the class's own helpers or hooks both bases
+#: call alike (``execute``, ``_wire_batch_processor``, ``estimate_activation_memory``, ...).
+V2_GRAPH_HOOKS = frozenset({
+    "load_model", "load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile",
+    "_single_device_spec", "_tensor_parallel_spec", "_data_parallel_spec",
+})
 
 
 def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:
     """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
     that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks
-    (but ``hooks``; then at least one class overrides ``graph_specs``)."""
+    (but ``hooks``; then at least one class overrides ``graph_specs``, and methods of other names are
+    allowed unless the V3 base would leave them uncalled, ``V2_GRAPH_HOOKS``)."""
     found = False
     graph_specs = not hooks
     for cls in module.body:
@@ -464,7 +460,7 @@ def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = froz
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
                 graph_specs = graph_specs or stmt.name.value == "graph_specs"
-                if stmt.name.value in hooks:
+                if stmt.name.value in hooks or (hooks and stmt.name.value not in V2_GRAPH_HOOKS | {"__init__"}):
                     continue
                 if stmt.name.value != "__init__" or not _only_super_init(stmt):
                     return False
@@ -489,11 +485,6 @@ def _only_super_init(init: cst.FunctionDef) -> bool:
 
 
 _KV = "kv_params"
-
-
-def _is_doc(stmt: cst.BaseStatement) -> bool:
-    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:

@@ -95,6 +95,8 @@ class Factory:
     other: str | None = None
     #: V2 keywords the partial already binds (a call must not override them)
     keywords: frozenset[str] = frozenset()
+    #: the positional parameters a ``Callable[[A, B], X]`` annotation declares (None: ``...``/a partial)
+    arity: int | None = None
 
 
 def _dropped(spec: LayerSpec, name: str) -> bool:
@@ -113,6 +115,29 @@ def defines_init(node: cst.ClassDef) -> bool:
     """The class body defines ``__init__``."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     return any(isinstance(s, cst.FunctionDef) and s.name.value == "__init__" for s in body)
+
+
+def with_cpu_device_init(state: FileState, cls: cst.ClassDef) -> cst.ClassDef:
+    """``cls`` (a subclass without ``__init__`` of a class whose V3 constructor needs ``device``, which
+    V2's did not take) with an ``__init__`` that passes ``device=CPU()`` by default: its callers pass
+    V2's arguments, and V2 built the tables there (rotary embeddings)."""
+    if not isinstance(cls.body, cst.IndentedBlock):
+        return cls
+    for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
+        state.import_name(module, name)
+    init = cst.parse_statement(
+        "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
+        "    super().__init__(*args, device=device, **kwargs)\n"
+    )
+    body = list(cls.body.body)
+    first = body[0].body[0] if body and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 else None
+    at = 1 if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString) else 0
+    if at:
+        init = init.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    nxt = body[at] if len(body) > at else None
+    if isinstance(nxt, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not nxt.leading_lines:
+        body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    return cls.with_changes(body=cls.body.with_changes(body=[*body[:at], init, *body[at:]]))
 
 
 def _func_name(call: cst.Call) -> str | None:
@@ -302,7 +327,12 @@ class LayerConstructors(Codemod):
         self.placement_params.pop()
         self.unported_base.pop()
         if symbol and layer_base is not None and not defines_init(original):
-            self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
+            if "device" in LAYERS[symbol].fill:
+                # its callers pass V2's arguments, which have no device: the V3 class requires one
+                self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): __init__ passes the V3 device (CPU(), as V2)")
+                updated = with_cpu_device_init(self.state, updated)
+            else:
+                self.rewrote(layer_base, "MV344", f"class {original.name.value}({symbol}): no __init__ of its own, the V3 {symbol}'s applies")
         if symbol != "RMSNorm" or variant in (None, "RMSNorm"):
             return updated
         bases = []
@@ -434,7 +464,9 @@ class LayerConstructors(Codemod):
         if not isinstance(elem, cst.Index):
             return None
         symbol = self._layer_symbol(elem.value)
-        return Factory(symbol) if symbol else None
+        params = annotation.slice[0].slice if kind not in _PARTIAL else None
+        arity = len(params.value.elements) if isinstance(params, cst.Index) and isinstance(params.value, cst.List) else None
+        return Factory(symbol, arity=arity) if symbol else None
 
     def _factory_of(self, value: cst.BaseExpression) -> Factory | None:
         """``partial(X, a, k=v)`` / ``X`` / ``A if c else B`` where X is a V2 layer class."""
@@ -615,6 +647,14 @@ class LayerConstructors(Codemod):
             return updated
         spec = LAYERS[factory.symbol]
         positional = spec.v2_params[factory.offset :]
+        if (
+            factory.arity is not None and len(updated.args) == factory.arity
+            and all(a.keyword is None and not a.star for a in updated.args)
+            and [spec.rename.get(p, p) for p in positional[: factory.arity]] == list(spec.v3_params[: factory.arity])
+        ):
+            # ``Callable[[int, int], Linear]`` types the call: what is bound to it takes these positionals
+            # (a user function, or a partial whose build site gets V3's other arguments)
+            return updated
         bound = bind(updated, positional, spec.v2_kwonly)
         if bound is None:
             v3_keywords = all(a.keyword is not None and a.keyword.value in spec.v3_params for a in updated.args)

@@ -37,6 +37,7 @@ from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
 from codemods.imports import _IDENT, blank, blanked_code
+from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
@@ -296,6 +297,16 @@ class PipelineModels(Codemod):
                 if name == "_load_state_dict" and self._is_stash(stmt):
                     dropped.append((len(out), stmt))
                     continue
+                if name == HOOK and (runtime := v3_distributed_runtime(stmt)) is not None:
+                    new, reads_session = runtime
+                    self.rewrote(stmt, "MV382", f"{HOOK}(session, cfg) → ({new.params.params[1].name.value}): the V3 base calls it without a session")
+                    if reads_session and not _defines(body, "__init__"):
+                        out.append(session_init(self.state).with_changes(leading_lines=stmt.leading_lines))
+                        new = new.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+                    elif reads_session:
+                        new = self._todo_stmt(new, f"{HOOK} reads self.session: set it from __init__'s session")  # type: ignore[assignment]
+                    out.append(new)
+                    continue
                 if self._is_v2_load(stmt):
                     self.rewrote(stmt, "MV382", f"{name}(session): V2 load plumbing; the V3 base's load_model() builds and compiles")
                     continue
@@ -414,7 +425,7 @@ class PipelineModels(Codemod):
         ``m: T = A(...) if ... else B(...)``), ``m.load_state_dict(<the stashed
         state dict>, ...)``, optionally ``types = m.input_types(...)``, and
         ``return {role: GraphSpec(m, ...)}``; every other statement is kept, so
-        none may touch ``m``.
+        none may touch ``m`` but ``x = m.attr`` after it.
         """
         if not isinstance(func.body, cst.IndentedBlock) or len(func.params.params) != 2:
             return None
@@ -456,6 +467,11 @@ class PipelineModels(Codemod):
                 loads += 1
             elif isinstance(small, cst.Assign) and isinstance(value, cst.Call) and source(value.func) == f"{model}.input_types" and types_stmt is None:
                 types_stmt = stmt
+            elif (
+                ctor_at >= 0 and isinstance(small, cst.Assign) and isinstance(value, cst.Attribute)
+                and source(value.value) == model and model not in _identifiers(source(small.targets[0].target))
+            ):
+                kept.append(stmt)  # ``self.mode = m.mode``: reads the built module, in order after it
             elif model in _identifiers(source(stmt)):
                 return None
             else:
