@@ -491,7 +491,11 @@ class PipelineModels(Codemod):
         any_ = self.state.import_name("typing", "Any")
         lines = [f"def _instantiate_module(self, {cfg}: {any_}) -> {any_}:\n"]
         deleted = any(_matches(s, f"del {cfg}") for s in kept)
-        if param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and not deleted:
+        if (
+            param.annotation is not None and isinstance(param.annotation.annotation, cst.Name) and not deleted
+            and param.annotation.annotation.value != "Any"  # (isinstance(x, Any) raises)
+            and self.qualname(param.annotation.annotation) != "typing.Any"
+        ):
             lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
         lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
         template = cst.parse_statement("".join(lines))
