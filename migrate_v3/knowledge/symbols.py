@@ -110,6 +110,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "DeepseekYarnRotaryEmbedding": Symbol("MV343", None, "copy deepseekV2_modulev3/layers/rotary_embedding.py"),
     "DynamicRotaryEmbedding": Symbol("MV343"),
     "Transformer": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
+    "LogitsPostprocessMixin": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "TransformerBlock": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "DistributedTransformer": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "DistributedTransformerBlock": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
