@@ -527,3 +527,42 @@ def test_a_root_that_fails_to_trace_with_v2s_own_input_types_fails_on_v2_too_onl
     v2.stages = True  # V2 stages with them: the migration's failure
     step = _trace_root("Encoder", made, v2, V3(), V2, None, ())
     assert not step.ok and step.side == "v3" and "AddOp" in step.detail
+
+
+def test_weights_the_v2_reference_builds_in_other_dtypes_on_its_checkpoint_are_given_in_those(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V2 load path that reads a norm dtype off ``layers.0.input_layernorm.weight`` builds its q/k
+    norms in bfloat16 on the empty checkpoint and in float32 on one whose norms are float32: the
+    checkpoint is then written with the dtypes V2 built on it (the reference agrees with its own
+    checkpoint), never with the V3 side's."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, sides
+    from migrate_v3.verify import ladder as lad
+
+    first = SimpleNamespace(sig={"norm.weight": ((8,), "float32"), "k_norm.weight": ((4,), "bfloat16")})
+    second = SimpleNamespace(sig={"norm.weight": ((8,), "float32"), "k_norm.weight": ((4,), "float32")})
+    monkeypatch.setattr(sides, "v2_signature", lambda module: dict(module.sig))
+    names = {"model.norm.weight": ((8,), "float32"), "model.k_norm.weight": ((4,), "bfloat16"),
+             "model.v3_only.weight": ((2,), "bfloat16")}
+    seen: list[Any] = []
+
+    class Pair:
+        own2 = {"norm.weight", "k_norm.weight"}
+
+        def checkpoint(self, ckpt: Any, roots: list[Any]) -> archbuild.Signature:
+            seen.append([r.v3 for r in roots])
+            self.own2 = set()
+            return {"model." + k: v for k, v in roots[0].v2.module.sig.items()}
+
+    pair: Any = Pair()
+    roots = [lad._Root("M", archbuild.Capture(first, (), {}), None, "")]
+    built2 = archbuild.Built("v2", "M")
+    built2.roots = [archbuild.Capture(second, (), {})]
+    assert lad._redtyped(pair, None, roots, built2, names) == {"model.k_norm.weight": ((4,), "float32")}
+    assert seen == [[None]]  # the V2 roots only: the V3 side never sets the checkpoint's dtypes
+    assert pair.own2 == {"norm.weight", "k_norm.weight"}
+    built2.roots = [archbuild.Capture(first, (), {})]  # the same dtypes on both: nothing to redo
+    assert lad._redtyped(pair, None, roots, built2, names) == {}
+    assert len(seen) == 1

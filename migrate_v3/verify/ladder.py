@@ -189,7 +189,46 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                       and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
+        redone = _redtyped(pair, ckpt, roots, built2, names)
+        if redone:
+            # the V2 load path read dtypes off the checkpoint (a norm dtype taken from a norm weight):
+            # on it V2 built other dtypes than on the empty one; the checkpoint is written again with
+            # those, so that the reference agrees with its own checkpoint (once: V2 then keeps them)
+            result.config_notes.append(f"V2 built {len(redone)} weights in other dtypes on the checkpoint "
+                                       f"than on the empty one (e.g. {next(iter(redone))} "
+                                       f"{names[next(iter(redone))][1]} -> {next(iter(redone.values()))[1]}): "
+                                       "the checkpoint gives them in those")
+            names.update(redone)
+            full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
+            built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
+
+
+def _redtyped(pair: _Pair, ckpt: archbuild.Checkpoint, first: list[_Root], built2: archbuild.Built,
+              names: archbuild.Signature) -> archbuild.Signature:
+    """Checkpoint name -> signature of each weight the V2 roots built on the checkpoint in another
+    dtype than on the first pass (same name and shape), or nothing."""
+    from migrate_v3.verify import sides
+
+    before: archbuild.Signature = {}
+    for r in first:
+        before.update(sides.v2_signature(r.v2.module))
+    try:
+        after: archbuild.Signature = {}
+        for c in built2.roots:
+            after.update(sides.v2_signature(c.module))
+    except Exception:  # noqa: BLE001 - a half-built V2 root: the rungs report it
+        return {}
+    if not any(k in before and before[k][0] == sig[0] and before[k][1] != sig[1] for k, sig in after.items()):
+        return {}
+    own2 = pair.own2
+    try:
+        again = pair.checkpoint(ckpt, [_Root(type(c.module).__name__, c, None, "") for c in built2.roots])
+    except Exception:  # noqa: BLE001 - the names of the first pass stand
+        return {}
+    finally:
+        pair.own2 = own2
+    return {k: sig for k, sig in again.items() if k in names and names[k][0] == sig[0] and names[k][1] != sig[1]}
 
 
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
