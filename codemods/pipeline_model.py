@@ -197,12 +197,15 @@ class PipelineModels(Codemod):
         V3 weights take the default dtype at construction (V2 layers were given the config's dtype):
         built outside one, every weight is float32."""
         assert isinstance(updated.body, cst.IndentedBlock)
+        if not any(self._v2_pipeline_base(b.value) for b in updated.bases):
+            return updated
         body = list(updated.body.body)
         for at, func in enumerate(body):
             if not (isinstance(func, cst.FunctionDef) and func.name.value == "graph_specs"
                     and isinstance(func.body, cst.IndentedBlock) and len(func.params.params) >= 2):
                 continue
-            roots = {source(c.args[0].value) for c in nodes_of(func, (cst.Call,))
+            calls = [c for c in nodes_of(func, (cst.Call,)) if isinstance(c, cst.Call)]
+            roots = {source(c.args[0].value) for c in calls
                      if source(c.func).endswith("GraphSpec") and c.args and c.args[0].keyword is None}
             cfg = func.params.params[1].name.value
             stmts = list(func.body.body)
@@ -221,6 +224,17 @@ class PipelineModels(Codemod):
                              "and the model's default_dtype, as the V3 base builds its module")
             body[at] = func.with_changes(body=func.body.with_changes(body=stmts))
         return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def _v2_pipeline_base(self, base: cst.BaseExpression) -> bool:
+        """``base`` is a V2 architecture package's class (``max.pipelines.architectures.llama3.model.X``,
+        ``..llama3.model.X``), not one of a V3 package (``*_modulev3``, a V3 variant of the run)."""
+        qual = self.qualname(base.value if isinstance(base, cst.Subscript) else base)
+        home = "max.pipelines.architectures."
+        if qual is None or not (qual.startswith(home) or qual.startswith("..")):
+            return False
+        parts = qual.removeprefix(home).lstrip(".").split(".")
+        ctx = self.state.context
+        return len(parts) > 1 and not parts[0].endswith("_modulev3") and parts[0] not in ctx.v3_packages.values()
 
     def _sibling_subclass(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         """A subclass of a sibling's V2 pipeline base that ``Dependencies`` imports as the variant's
