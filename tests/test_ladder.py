@@ -566,3 +566,26 @@ def test_weights_the_v2_reference_builds_in_other_dtypes_on_its_checkpoint_are_g
     built2.roots = [archbuild.Capture(first, (), {})]  # the same dtypes on both: nothing to redo
     assert lad._redtyped(pair, None, roots, built2, names) == {}
     assert len(seen) == 1
+
+
+@pytest.mark.needs_max
+def test_a_v2_module_inside_the_v3_root_is_named_at_the_import_that_brings_its_class(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V3 root that holds a V2 layer (its class still imported from the V2 package, with MV301's
+    TODO on that import): the layer's weights are no V3 parameters; L3 names the import line."""
+    from migrate_v3.verify import ladder as lad
+
+    (tmp_path / "h20_v2side.py").write_text(
+        "from max.nn.layer import Module\n\n\nclass Inner(Module):\n    def __call__(self, x):\n        return x\n")
+    (tmp_path / "h20_v3side.py").write_text(
+        "from max.experimental.nn import Module\n\n"
+        "# TODO(migrate-v3): MV301 still imports V2 code\n"
+        "from h20_v2side import Inner\n\n\n"
+        "class Root(Module):\n    def __init__(self) -> None:\n        self.inner = Inner()\n        self.layers = [Inner()]\n\n"
+        "    def forward(self, x):\n        return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import h20_v3side  # type: ignore[import-not-found]
+
+    found = lad.v2_inside(h20_v3side.Root())
+    site = f"{tmp_path / 'h20_v3side.py'}:4"
+    assert [(p, c.__name__, w) for p, c, w in found] == [("inner", "Inner", site), ("layers.0", "Inner", site)]

@@ -689,8 +689,55 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
     first = alignment.issues[0]
     hint = f"; {alignment.suggestions[0].describe()}" if alignment.suggestions else ""
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    where = ""
+    unexpected = [i.key for i in alignment.issues if i.kind == "unexpected"]
+    for path, cls, line in v2_inside(root.v3):
+        count = sum(1 for k in unexpected if k.startswith(path + "."))
+        if count:  # the V3 root holds a V2 module: its weights are no V3 parameters
+            hint = (f"; {count} of them are the weights of {path}, a V2 {cls.__name__} ({cls.__module__}) "
+                    f"inside the V3 module: V3 compile() sees no parameters in it") + hint
+            where = line
+            break
     result.steps.append(Step("L3", False, f"{name}: V2 {len(own2)} weights{via} vs V3 {len(sig3)} "
-                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}"))
+                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}", where))
+
+
+def v2_inside(root: Any) -> list[tuple[str, type, str]]:
+    """V2 modules held by an attribute of the V3 ``root`` or of one of its V3 descendants: (their
+    path, their class, ``file:line`` of the statement that imports that class into the module of
+    the V3 class holding it, or '')."""
+    import ast
+    import inspect
+
+    from max.nn.layer import Module as V2Module
+
+    out: list[tuple[str, type, str]] = []
+    try:
+        owners = [("", root), *root.descendants]
+    except Exception:  # noqa: BLE001 - not a V3 module tree
+        return out
+    for prefix, owner in owners:
+        for attr, value in vars(owner).items():
+            items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+            for i, item in items:
+                if isinstance(item, V2Module):
+                    path = ".".join(p for p in (prefix, attr, None if i is None else str(i)) if p)
+                    out.append((path, type(item), _import_site(type(owner), type(item).__name__, ast, inspect)))
+    return out
+
+
+def _import_site(owner: type, name: str, ast: Any, inspect: Any) -> str:
+    """``file:line`` of the import binding ``name`` in ``owner``'s module, or ''."""
+    try:
+        path = inspect.getsourcefile(owner)
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.rsplit(".", 1)[-1]) == name for a in node.names):
+            return f"{path}:{node.lineno}"
+    return ""
 
 
 def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
