@@ -589,3 +589,45 @@ def test_a_v2_module_inside_the_v3_root_is_named_at_the_import_that_brings_its_c
     found = lad.v2_inside(h20_v3side.Root())
     site = f"{tmp_path / 'h20_v3side.py'}:4"
     assert [(p, c.__name__, w) for p, c, w in found] == [("inner", "Inner", site), ("layers.0", "Inner", site)]
+
+
+@pytest.mark.needs_max
+def test_a_checkpoint_name_is_found_for_adapters_that_rename_a_part_and_read_the_format_off_the_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deepseekV3_2's shape: the V2 adapter renames ``weight_scale_inv`` -> ``weight_scale`` (a dict
+    literal in its module), and the V3 adapter maps a ``.weight`` onto an FP8 ``.weight.data`` only
+    when the checkpoint has some ``*.weight_scale_inv``: each weight is found once, under the name
+    both adapters read (no V2-only duplicate that V3 would report as unexpected)."""
+    from migrate_v3.verify import archbuild
+
+    (tmp_path / "h20_adapters.py").write_text(
+        'MAP = {"model.": "", "weight_scale_inv": "weight_scale"}\n\n\n'
+        "def v2(state_dict, **kwargs):\n"
+        "    out = {}\n"
+        "    for k, v in state_dict.items():\n"
+        "        for a, b in MAP.items():\n"
+        "            k = k.replace(a, b)\n"
+        "        out[k] = v.data()\n"
+        "    return out\n\n\n"
+        "def v3(state_dict, **kwargs):\n"
+        "    fp8 = any(k.endswith('.weight_scale_inv') for k in state_dict)\n"
+        "    out = {}\n"
+        "    for k, v in state_dict.items():\n"
+        "        k = k.removeprefix('model.')\n"
+        "        if fp8 and k.endswith('.weight'):\n"
+        "            k += '.data'\n"
+        "        elif k.endswith('.weight_scale_inv'):\n"
+        "            k = k.removesuffix('_scale_inv') + '.weight_scale_inv'\n"
+        "        out[k] = v.data()\n"
+        "    return out\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import h20_adapters  # type: ignore[import-not-found]
+
+    assert archbuild.adapter_renames(h20_adapters.v2) == (("weight_scale_inv", "weight_scale"),)
+    v2: archbuild.Signature = {"l.weight": ((4, 8), "float32"), "l.weight_scale": ((1, 1), "float32")}
+    v3: archbuild.Signature = {"l.weight.data": ((4, 8), "float32"), "l.weight.weight_scale_inv": ((1, 1), "float32")}
+    work = tmp_path / "probe"
+    work.mkdir()
+    names = archbuild.checkpoint_names((h20_adapters.v2, h20_adapters.v3), v2, v3, None, None, work)
+    # alone, l.weight maps onto no V3 parameter (no scale in sight: not FP8); among the rest it does
+    assert names == {"l.weight": ((4, 8), "float32"), "l.weight_scale_inv": ((1, 1), "float32")}
