@@ -173,10 +173,6 @@ class LayerConstructors(Codemod):
         #: enclosing loops: the ``range`` index name, or None
         self.loops: list[str | None] = []
         self.in_partial = 0
-        #: > 0 while a layer call whose callee can be wrapped is rebuilt (a call, a partial's layer)
-        self.pin_ok = 0
-        #: the fixed dtype (source) the layer call being rebuilt pinned, once it was dropped
-        self.pinned: str | None = None
         #: enclosing classes and functions: ("class", the V2 layer it subclasses or "") / ("def", name)
         self.scopes: list[tuple[str, str]] = []
         #: the enclosing (original) ClassDef nodes, and the base naming a V2 layer (where check reports it)
@@ -573,25 +569,7 @@ class LayerConstructors(Codemod):
                 return updated
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
-        return self._pinned_call(original, updated, symbol)
-
-    def _pinned_call(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
-        """A layer call; one whose V2 ``dtype=`` pinned a fixed dtype (``_PINNED_DTYPE``) is built as
-        ``default_dtype(X)(Layer)(...)``: V3 weights take the default dtype at construction, and a
-        ``contextlib.contextmanager`` context is also a decorator entering it around each call."""
-        self.pin_ok += 1
-        self.pinned = None
-        try:
-            new = self._layer_call(original, updated, symbol)
-        finally:
-            self.pin_ok -= 1
-        pinned, self.pinned = self.pinned, None
-        if pinned is None or not isinstance(new, cst.Call):
-            return new
-        name = self.state.import_name(_TENSOR_MODULE, "default_dtype")
-        wrapped = cst.Call(func=cst.Call(func=cst.Name(name), args=[cst.Arg(cst.parse_expression(pinned))]),
-                           args=[cst.Arg(new.func)])
-        return new.with_changes(func=wrapped)
+        return self._layer_call(original, updated, symbol)
 
     def _kwargs_dict(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         """The keywords of a ``dict(...)`` spread into ``symbol``'s constructor, mapped where they are built."""
@@ -635,7 +613,7 @@ class LayerConstructors(Codemod):
         inner = cst.Call(func=updated.args[0].value, args=updated.args[1:])
         self.in_partial += 1
         try:
-            new = self._pinned_call(original, inner, symbol)
+            new = self._layer_call(original, inner, symbol)
         finally:
             self.in_partial -= 1
         if not isinstance(new, cst.Call) or new is inner:
@@ -817,11 +795,7 @@ class LayerConstructors(Codemod):
                 continue
             if _dropped(spec, name):
                 value = source(arg.value)
-                if name == "dtype" and _PINNED_DTYPE.search(value) and self.pin_ok and not factory:
-                    self.pinned = value
-                    self.rewrote(original, "MV342", f"{v2}(dtype={value}) → built under default_dtype({value}) "
-                                 "(V3 weights take the default dtype)")
-                elif name == "dtype" and _PINNED_DTYPE.search(value):
+                if name == "dtype" and _PINNED_DTYPE.search(value):
                     self.todo(
                         "MV342",
                         f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; "
