@@ -166,7 +166,8 @@ class PipelineModels(Codemod):
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         found = self._v2_base(original)
         if found is None and isinstance(updated.body, cst.IndentedBlock):
-            return self._sibling_subclass(original, updated)
+            new = self._sibling_subclass(original, updated)
+            return self._v2_graph_specs(updated) if new is updated else new
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         index, v2_name = found
@@ -188,6 +189,52 @@ class PipelineModels(Codemod):
             self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _v2_graph_specs(self, updated: cst.ClassDef) -> cst.ClassDef:
+        """A class left on a V2 pipeline base (a sibling's, not ported) whose ``graph_specs`` still
+        builds the model it hands ``GraphSpec``: ``m = X(cfg)`` is built under ``F.lazy()`` and
+        ``default_dtype`` of the model, as the V3 base builds what ``_instantiate_module`` returns.
+        V3 weights take the default dtype at construction (V2 layers were given the config's dtype):
+        built outside one, every weight is float32."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        if not any(self._v2_pipeline_base(b.value) for b in updated.bases):
+            return updated
+        body = list(updated.body.body)
+        for at, func in enumerate(body):
+            if not (isinstance(func, cst.FunctionDef) and func.name.value == "graph_specs"
+                    and isinstance(func.body, cst.IndentedBlock) and len(func.params.params) >= 2):
+                continue
+            calls = [c for c in nodes_of(func, (cst.Call,)) if isinstance(c, cst.Call)]
+            roots = {source(c.args[0].value) for c in calls
+                     if source(c.func).endswith("GraphSpec") and c.args and c.args[0].keyword is None}
+            cfg = func.params.params[1].name.value
+            stmts = list(func.body.body)
+            for i, stmt in enumerate(stmts):
+                small = _small(stmt)
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)
+                        and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value in roots):
+                    continue
+                dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
+                self.state.needed_imports.add(("max.experimental", "functional", "F"))
+                block = cst.parse_statement(f"with F.lazy(), {dtype}(getattr({cfg}, \"dtype\", self.dtype)):\n    pass\n")
+                assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
+                stmts[i] = block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=[])]),
+                                              leading_lines=getattr(stmt, "leading_lines", ()))
+                self.rewrote(stmt, "MV382", f"graph_specs: {source(small.targets[0].target)} built under F.lazy() "
+                             "and the model's default_dtype, as the V3 base builds its module")
+            body[at] = func.with_changes(body=func.body.with_changes(body=stmts))
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def _v2_pipeline_base(self, base: cst.BaseExpression) -> bool:
+        """``base`` is a V2 architecture package's class (``max.pipelines.architectures.llama3.model.X``,
+        ``..llama3.model.X``), not one of a V3 package (``*_modulev3``, a V3 variant of the run)."""
+        qual = self.qualname(base.value if isinstance(base, cst.Subscript) else base)
+        home = "max.pipelines.architectures."
+        if qual is None or not (qual.startswith(home) or qual.startswith("..")):
+            return False
+        parts = qual.removeprefix(home).lstrip(".").split(".")
+        ctx = self.state.context
+        return len(parts) > 1 and not parts[0].endswith("_modulev3") and parts[0] not in ctx.v3_packages.values()
 
     def _sibling_subclass(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         """A subclass of a sibling's V2 pipeline base that ``Dependencies`` imports as the variant's

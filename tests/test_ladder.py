@@ -527,3 +527,107 @@ def test_a_root_that_fails_to_trace_with_v2s_own_input_types_fails_on_v2_too_onl
     v2.stages = True  # V2 stages with them: the migration's failure
     step = _trace_root("Encoder", made, v2, V3(), V2, None, ())
     assert not step.ok and step.side == "v3" and "AddOp" in step.detail
+
+
+def test_weights_the_v2_reference_builds_in_other_dtypes_on_its_checkpoint_are_given_in_those(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V2 load path that reads a norm dtype off ``layers.0.input_layernorm.weight`` builds its q/k
+    norms in bfloat16 on the empty checkpoint and in float32 on one whose norms are float32: the
+    checkpoint is then written with the dtypes V2 built on it (the reference agrees with its own
+    checkpoint), never with the V3 side's."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, sides
+    from migrate_v3.verify import ladder as lad
+
+    first = SimpleNamespace(sig={"norm.weight": ((8,), "float32"), "k_norm.weight": ((4,), "bfloat16")})
+    second = SimpleNamespace(sig={"norm.weight": ((8,), "float32"), "k_norm.weight": ((4,), "float32")})
+    monkeypatch.setattr(sides, "v2_signature", lambda module: dict(module.sig))
+    names = {"model.norm.weight": ((8,), "float32"), "model.k_norm.weight": ((4,), "bfloat16"),
+             "model.v3_only.weight": ((2,), "bfloat16")}
+    seen: list[Any] = []
+
+    class Pair:
+        own2 = {"norm.weight", "k_norm.weight"}
+
+        def checkpoint(self, ckpt: Any, roots: list[Any]) -> archbuild.Signature:
+            seen.append([r.v3 for r in roots])
+            self.own2 = set()
+            return {"model." + k: v for k, v in roots[0].v2.module.sig.items()}
+
+    pair: Any = Pair()
+    roots = [lad._Root("M", archbuild.Capture(first, (), {}), None, "")]
+    built2 = archbuild.Built("v2", "M")
+    built2.roots = [archbuild.Capture(second, (), {})]
+    assert lad._redtyped(pair, None, roots, built2, names) == {"model.k_norm.weight": ((4,), "float32")}
+    assert seen == [[None]]  # the V2 roots only: the V3 side never sets the checkpoint's dtypes
+    assert pair.own2 == {"norm.weight", "k_norm.weight"}
+    built2.roots = [archbuild.Capture(first, (), {})]  # the same dtypes on both: nothing to redo
+    assert lad._redtyped(pair, None, roots, built2, names) == {}
+    assert len(seen) == 1
+
+
+@pytest.mark.needs_max
+def test_a_v2_module_inside_the_v3_root_is_named_at_the_import_that_brings_its_class(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V3 root that holds a V2 layer (its class still imported from the V2 package, with MV301's
+    TODO on that import): the layer's weights are no V3 parameters; L3 names the import line."""
+    from migrate_v3.verify import ladder as lad
+
+    (tmp_path / "h20_v2side.py").write_text(
+        "from max.nn.layer import Module\n\n\nclass Inner(Module):\n    def __call__(self, x):\n        return x\n")
+    (tmp_path / "h20_v3side.py").write_text(
+        "from max.experimental.nn import Module\n\n"
+        "# TODO(migrate-v3): MV301 still imports V2 code\n"
+        "from h20_v2side import Inner\n\n\n"
+        "class Root(Module):\n    def __init__(self) -> None:\n        self.inner = Inner()\n        self.layers = [Inner()]\n\n"
+        "    def forward(self, x):\n        return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import h20_v3side  # type: ignore[import-not-found]
+
+    found = lad.v2_inside(h20_v3side.Root())
+    site = f"{tmp_path / 'h20_v3side.py'}:4"
+    assert [(p, c.__name__, w) for p, c, w in found] == [("inner", "Inner", site), ("layers.0", "Inner", site)]
+
+
+@pytest.mark.needs_max
+def test_a_checkpoint_name_is_found_for_adapters_that_rename_a_part_and_read_the_format_off_the_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deepseekV3_2's shape: the V2 adapter renames ``weight_scale_inv`` -> ``weight_scale`` (a dict
+    literal in its module), and the V3 adapter maps a ``.weight`` onto an FP8 ``.weight.data`` only
+    when the checkpoint has some ``*.weight_scale_inv``: each weight is found once, under the name
+    both adapters read (no V2-only duplicate that V3 would report as unexpected)."""
+    from migrate_v3.verify import archbuild
+
+    (tmp_path / "h20_adapters.py").write_text(
+        'MAP = {"model.": "", "weight_scale_inv": "weight_scale"}\n\n\n'
+        "def v2(state_dict, **kwargs):\n"
+        "    out = {}\n"
+        "    for k, v in state_dict.items():\n"
+        "        for a, b in MAP.items():\n"
+        "            k = k.replace(a, b)\n"
+        "        out[k] = v.data()\n"
+        "    return out\n\n\n"
+        "def v3(state_dict, **kwargs):\n"
+        "    fp8 = any(k.endswith('.weight_scale_inv') for k in state_dict)\n"
+        "    out = {}\n"
+        "    for k, v in state_dict.items():\n"
+        "        k = k.removeprefix('model.')\n"
+        "        if fp8 and k.endswith('.weight'):\n"
+        "            k += '.data'\n"
+        "        elif k.endswith('.weight_scale_inv'):\n"
+        "            k = k.removesuffix('_scale_inv') + '.weight_scale_inv'\n"
+        "        out[k] = v.data()\n"
+        "    return out\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import h20_adapters  # type: ignore[import-not-found]
+
+    assert archbuild.adapter_renames(h20_adapters.v2) == (("weight_scale_inv", "weight_scale"),)
+    v2: archbuild.Signature = {"l.weight": ((4, 8), "float32"), "l.weight_scale": ((1, 1), "float32")}
+    v3: archbuild.Signature = {"l.weight.data": ((4, 8), "float32"), "l.weight.weight_scale_inv": ((1, 1), "float32")}
+    work = tmp_path / "probe"
+    work.mkdir()
+    names = archbuild.checkpoint_names((h20_adapters.v2, h20_adapters.v3), v2, v3, None, None, work)
+    # alone, l.weight maps onto no V3 parameter (no scale in sight: not FP8); among the rest it does
+    assert names == {"l.weight": ((4, 8), "float32"), "l.weight_scale_inv": ((1, 1), "float32")}

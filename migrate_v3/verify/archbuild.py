@@ -867,6 +867,29 @@ def adapter_prefixes(*adapters: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def adapter_renames(*adapters: Any) -> tuple[tuple[str, str], ...]:
+    """The (before, after) name parts the adapters' modules map in a dict literal
+    (``{"weight_scale_inv": "weight_scale"}``): a weight named with ``after`` may be read from a
+    checkpoint name with ``before``."""
+    import ast
+
+    found: list[tuple[str, str]] = []
+    for adapter in adapters:
+        module = inspect.getmodule(adapter) if adapter is not None else None
+        try:
+            tree = ast.parse(inspect.getsource(module)) if module is not None else None
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values, strict=True):
+                    if (isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(k.value, str)
+                            and isinstance(v.value, str) and re.fullmatch(r"\w+(\.\w+)*", k.value)
+                            and re.fullmatch(r"\w+(\.\w+)*", v.value) and k.value != v.value):
+                        found.append((k.value, v.value))
+    return tuple(dict.fromkeys(found))
+
+
 def _candidates(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> list[str]:
     """Checkpoint names that may be ``key``: it, or it without up to two leading segments,
     under each prefix."""
@@ -899,6 +922,10 @@ class _Probe:
         self.directory = directory
         self.prefixes = prefixes
         self.items: dict[tuple[str, tuple[int, ...]], Any] = {}
+        #: other weights of the checkpoint the adapter is run with (an adapter that reads the
+        #: checkpoint's format off its names: any ``*.weight_scale_inv``, an FP8 one)
+        self.context: dict[str, Any] = {}
+        self._base: dict[int, Signature] = {}
 
     def ensure(self, wanted: list[tuple[str, tuple[int, ...], str]]) -> None:
         new = [w for w in wanted if (w[0], w[1]) not in self.items]
@@ -911,7 +938,17 @@ class _Probe:
             self.items[(name, shape)] = loaded[f"{i}/{name}"]
 
     def run(self, adapter: Any, name: str, shape: tuple[int, ...], pc: Any, hf: Any) -> Signature:
-        return _signature(adapt(adapter, {name: self.items[(name, shape)]}, pc, hf))
+        if not self.context:
+            return _signature(adapt(adapter, {name: self.items[(name, shape)]}, pc, hf))
+        if id(adapter) not in self._base:
+            self._base[id(adapter)] = _signature(adapt(adapter, self.context, pc, hf))
+        base = self._base[id(adapter)]
+        got = _signature(adapt(adapter, {**self.context, name: self.items[(name, shape)]}, pc, hf))
+        return {k: v for k, v in got.items() if k not in base}
+
+    def within(self, context: dict[str, Any]) -> None:
+        """Run the adapters with these other weights from now on."""
+        self.context, self._base = context, {}
 
 
 def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc: Any, hf: Any,
@@ -929,16 +966,24 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
     probe = _Probe(directory, adapter_prefixes(adapter2, adapter3))
     probe.ensure([(n, shape, dtype) for k, (shape, dtype) in {**v3, **v2}.items()
                   for n in _candidates(k, probe.prefixes)])
+    renames = adapter_renames(adapter2) if adapter2 is not None else ()
     out: Signature = {}
     covered: set[str] = set()
+    chosen: dict[str, tuple[list[tuple[str, tuple[int, ...]]], str, tuple[int, ...], str]] = {}
     for key, (shape, dtype) in v2.items():
         found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf)
         if not found and adapter2 is not None:  # the adapter inserts a segment: try names without one
             shorter = _segment_dropped(key, probe.prefixes)
             probe.ensure([(n, shape, dtype) for n in shorter])
             found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf, shorter)
+        renamed = [c.replace(after, before) for c in _candidates(key, probe.prefixes)
+                   for before, after in renames if after in c and before not in c]
+        if found and renamed:  # the adapter renames a part (weight_scale_inv -> weight_scale): its names too
+            probe.ensure([(n, shape, dtype) for n in renamed])
+            found += [f for f in _preimages(probe, adapter2, key, (shape, dtype), pc, hf, renamed) if f not in found]
         name, alt = _choose(found, probe, adapter3, v3, pc, hf) if found else (key, shape)
         out[name] = (alt, dtype)
+        chosen[key] = (found, name, alt, dtype)
         if adapter3 is not None:
             try:
                 covered.update(probe.run(adapter3, name, alt, pc, hf))
@@ -946,6 +991,11 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
                 pass
         else:
             covered.add(name)
+    if adapter3 is not None and any(c not in v3 for c in covered):
+        # some names map onto no V3 parameter on their own: the V3 adapter may read the checkpoint's
+        # format off its other names (any ``*.weight_scale_inv``: FP8): choose those again among the
+        # whole checkpoint's other weights
+        _rechoose(probe, adapter3, v3, pc, hf, chosen, out, covered)
     for key, (shape, dtype) in v3.items():
         if key in covered:
             continue
@@ -953,6 +1003,37 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
         name, alt = found[0] if found else (key, shape)
         out.setdefault(name, (alt, dtype))
     return out
+
+
+def _rechoose(probe: _Probe, adapter3: Any, v3: Signature, pc: Any, hf: Any,
+              chosen: dict[str, tuple[list[tuple[str, tuple[int, ...]]], str, tuple[int, ...], str]],
+              out: Signature, covered: set[str]) -> None:
+    """Choose again, with the rest of the checkpoint as the V3 adapter's context, the name of each
+    V2 weight whose name the V3 adapter maps (alone) onto no V3 parameter."""
+    def misses(name: str, alt: tuple[int, ...]) -> bool:
+        try:
+            return not all(n in v3 for n in probe.run(adapter3, name, alt, pc, hf))
+        except Exception:  # noqa: BLE001
+            return True
+
+    again = {k: c for k, c in chosen.items() if len(c[0]) > 1 and misses(c[1], c[2])}
+    if not again:
+        return
+    redo = {c[1] for c in again.values()}
+    probe.within({n: probe.items[(n, sig[0])] for n, sig in out.items() if n not in redo and (n, sig[0]) in probe.items})
+    try:
+        for found, name, alt, dtype in again.values():
+            new, new_alt = _choose(found, probe, adapter3, v3, pc, hf)
+            if (new, new_alt) != (name, alt) and not misses(new, new_alt):
+                del out[name]
+                out[new] = (new_alt, dtype)
+        covered.clear()
+        covered.update(_signature(adapt(adapter3, {n: probe.items[(n, sig[0])] for n, sig in out.items()
+                                                   if (n, sig[0]) in probe.items}, pc, hf)))
+    except Exception:  # noqa: BLE001 - the names chosen alone stand
+        pass
+    finally:
+        probe.within({})
 
 
 def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...], str], pc: Any,

@@ -189,7 +189,46 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                       and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
+        redone = _redtyped(pair, ckpt, roots, built2, names)
+        if redone:
+            # the V2 load path read dtypes off the checkpoint (a norm dtype taken from a norm weight):
+            # on it V2 built other dtypes than on the empty one; the checkpoint is written again with
+            # those, so that the reference agrees with its own checkpoint (once: V2 then keeps them)
+            result.config_notes.append(f"V2 built {len(redone)} weights in other dtypes on the checkpoint "
+                                       f"than on the empty one (e.g. {next(iter(redone))} "
+                                       f"{names[next(iter(redone))][1]} -> {next(iter(redone.values()))[1]}): "
+                                       "the checkpoint gives them in those")
+            names.update(redone)
+            full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
+            built2, built3 = pair.build(full)
         _rungs(result, pair, built2, built3, loaded, full, l5)
+
+
+def _redtyped(pair: _Pair, ckpt: archbuild.Checkpoint, first: list[_Root], built2: archbuild.Built,
+              names: archbuild.Signature) -> archbuild.Signature:
+    """Checkpoint name -> signature of each weight the V2 roots built on the checkpoint in another
+    dtype than on the first pass (same name and shape), or nothing."""
+    from migrate_v3.verify import sides
+
+    before: archbuild.Signature = {}
+    for r in first:
+        before.update(sides.v2_signature(r.v2.module))
+    try:
+        after: archbuild.Signature = {}
+        for c in built2.roots:
+            after.update(sides.v2_signature(c.module))
+    except Exception:  # noqa: BLE001 - a half-built V2 root: the rungs report it
+        return {}
+    if not any(k in before and before[k][0] == sig[0] and before[k][1] != sig[1] for k, sig in after.items()):
+        return {}
+    own2 = pair.own2
+    try:
+        again = pair.checkpoint(ckpt, [_Root(type(c.module).__name__, c, None, "") for c in built2.roots])
+    except Exception:  # noqa: BLE001 - the names of the first pass stand
+        return {}
+    finally:
+        pair.own2 = own2
+    return {k: sig for k, sig in again.items() if k in names and names[k][0] == sig[0] and names[k][1] != sig[1]}
 
 
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
@@ -650,8 +689,55 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
     first = alignment.issues[0]
     hint = f"; {alignment.suggestions[0].describe()}" if alignment.suggestions else ""
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    where = ""
+    unexpected = [i.key for i in alignment.issues if i.kind == "unexpected"]
+    for path, cls, line in v2_inside(root.v3):
+        count = sum(1 for k in unexpected if k.startswith(path + "."))
+        if count:  # the V3 root holds a V2 module: its weights are no V3 parameters
+            hint = (f"; {count} of them are the weights of {path}, a V2 {cls.__name__} ({cls.__module__}) "
+                    f"inside the V3 module: V3 compile() sees no parameters in it") + hint
+            where = line
+            break
     result.steps.append(Step("L3", False, f"{name}: V2 {len(own2)} weights{via} vs V3 {len(sig3)} "
-                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}"))
+                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}", where))
+
+
+def v2_inside(root: Any) -> list[tuple[str, type, str]]:
+    """V2 modules held by an attribute of the V3 ``root`` or of one of its V3 descendants: (their
+    path, their class, ``file:line`` of the statement that imports that class into the module of
+    the V3 class holding it, or '')."""
+    import ast
+    import inspect
+
+    from max.nn.layer import Module as V2Module
+
+    out: list[tuple[str, type, str]] = []
+    try:
+        owners = [("", root), *root.descendants]
+    except Exception:  # noqa: BLE001 - not a V3 module tree
+        return out
+    for prefix, owner in owners:
+        for attr, value in vars(owner).items():
+            items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+            for i, item in items:
+                if isinstance(item, V2Module):
+                    path = ".".join(p for p in (prefix, attr, None if i is None else str(i)) if p)
+                    out.append((path, type(item), _import_site(type(owner), type(item).__name__, ast, inspect)))
+    return out
+
+
+def _import_site(owner: type, name: str, ast: Any, inspect: Any) -> str:
+    """``file:line`` of the import binding ``name`` in ``owner``'s module, or ''."""
+    try:
+        path = inspect.getsourcefile(owner)
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.rsplit(".", 1)[-1]) == name for a in node.names):
+            return f"{path}:{node.lineno}"
+    return ""
 
 
 def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
