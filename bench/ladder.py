@@ -263,6 +263,7 @@ def _statement_lines(path: Path, line: int) -> tuple[list[str], int]:
 
 _MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+_DTYPE_OF = re.compile(r"\bdtype \S+ checkpoint \S+ vs V3 \S+ of an? (\w+)(?: \((\w+)\))?")
 
 
 def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package: Path | None = None) -> str:
@@ -272,15 +273,20 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     package saying that something "has no" that attribute (``MV301``'s note at the import of a
     class whose V3 variant lacks it) names the cause too; so does, for a base's
     ``NotImplementedError: X must implement `m```, a TODO that says to implement ``m``
-    (``MV382``'s note on a pipeline model whose load path could not be rewritten)."""
+    (``MV382``'s note on a pipeline model whose load path could not be rewritten); and an L3
+    weight in another dtype than V2's, held by a ``RMSNorm`` say, is named by ``MV342``'s note
+    that a ``RMSNorm(dtype=...)`` lost its own dtype."""
     site = _flagged_site(where, findings)
     if site or package is None or not package.is_dir():
         return site
     missing = _NO_ATTRIBUTE.search(detail)
     unwritten = _MUST_IMPLEMENT.search(detail)
-    said = None
+    said: re.Pattern[str] | None = None
     if missing is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bhas no\b[^\n]*\b{re.escape(missing.group(1))}\b")
+    elif (pinned := _DTYPE_OF.search(detail)) is not None:  # MV342: the V2 layer's own dtype, dropped
+        names = "|".join(re.escape(n) for n in pinned.groups() if n)
+        said = re.compile(rf"TODO\(migrate-v3\): MV342 (?:{names})\(dtype=")
     elif unwritten is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bimplement\b[^\n]*\b{re.escape(unwritten.group(1))}\b")
     if said is not None:

@@ -798,8 +798,11 @@ class LayerConstructors(Codemod):
                 if name == "dtype" and _PINNED_DTYPE.search(value):
                     self.todo(
                         "MV342",
-                        f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; "
-                        f"construct under default_dtype({value}) if it differs from the model dtype",
+                        f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; where {value} "
+                        "differs from the model dtype: a norm (V2 cast its weight to the input's dtype, V3 "
+                        "does not, and mixed dtypes do not compile) keeps the model dtype and the weight "
+                        f"adapter casts its checkpoint weights; a layer computing in {value} is built under "
+                        f"default_dtype({value})",
                     )
                 notes.append(f"dropped {name}")
                 continue

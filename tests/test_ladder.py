@@ -75,6 +75,56 @@ def test_a_missing_attribute_is_flagged_by_a_todo_that_says_it_went_missing(tmp_
     assert ladder.flagged(where, {}, detail) == ""  # (no package given: the site only)
 
 
+def test_a_weight_in_another_dtype_is_flagged_by_the_todo_that_dropped_its_layers_own_dtype(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "model.py").write_text(
+        "# TODO(migrate-v3): MV342 RMSNorm(dtype=config.norm_dtype) dropped: V3 weights take default_dtype\n"
+        "make_norm = partial(RMSNorm, dim=8)\n"
+    )
+    detail = ("L3 M: V2 3 weights vs V3 3 parameters: 1 dtype (e.g. dtype norm.weight checkpoint float32 "
+              "vs V3 bfloat16 of an OffsetRMSNorm (RMSNorm))")
+    assert ladder.flagged("", {}, detail, pkg) == "TODO"  # the subclass's max base is named
+    assert ladder.flagged("", {}, detail.replace("(RMSNorm)", "(LayerNorm)"), pkg) == ""
+    assert ladder.flagged("", {}, detail.replace("dtype norm.weight", "shape norm.weight"), pkg) == ""
+
+
+@pytest.mark.needs_max
+def test_an_l3_weight_is_traced_to_the_statement_that_builds_its_module(tmp_path: Path) -> None:
+    """``construction_site``: ``layers.0.norm.weight`` -> ``self.norm = ...`` in the class of ``layers.0``."""
+    from migrate_v3.verify.ladder import _holder, construction_site
+
+    (tmp_path / "net_l3site.py").write_text(
+        "from max.experimental import functional as F\n"
+        "from max.experimental.nn import Module, ModuleList, RMSNorm\n"
+        "class Block(Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.norm = RMSNorm(4)\n"
+        "class Net(Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers: ModuleList = ModuleList([Block()])\n"
+        "        self.final = RMSNorm(4)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import net_l3site  # type: ignore[import-not-found]
+        from max.experimental import functional as F
+
+        with F.lazy():
+            net = net_l3site.Net()
+        site = str(tmp_path / "net_l3site.py")
+        assert construction_site(net, "layers.0.norm.weight") == f"{site}:6"
+        assert construction_site(net, "final.weight") == f"{site}:11"
+        assert construction_site(net, "layers.0.weight") == f"{site}:10"  # a list item: the list
+        assert construction_site(net, "nothing.weight") == ""
+        assert type(_holder(net, "layers.0.norm.weight")).__name__ == "RMSNorm"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("net_l3site", None)
+
+
 def test_a_method_the_base_says_is_unimplemented_is_flagged_by_a_todo_to_implement_it(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()

@@ -698,8 +698,57 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
                     f"inside the V3 module: V3 compile() sees no parameters in it") + hint
             where = line
             break
+    detail = first.detail
+    if first.kind == "dtype":  # name the holder's class, and where it is built
+        holder = _holder(root.v3, first.key)
+        if holder is not None:  # its class, and the max layer it derives from when another
+            name_ = type(holder).__name__
+            base = next((c.__name__ for c in type(holder).__mro__ if c.__module__.startswith("max.")), name_)
+            detail += f" of {'an' if name_[0] in 'AEIOU' else 'a'} {name_}" + (f" ({base})" if base != name_ else "")
+        where = where or construction_site(root.v3, first.key)
     result.steps.append(Step("L3", False, f"{name}: V2 {len(own2)} weights{via} vs V3 {len(sig3)} "
-                             f"parameters: {summary} (e.g. {first.kind} {first.key} {first.detail}){hint}", where))
+                             f"parameters: {summary} (e.g. {first.kind} {first.key} {detail}){hint}", where))
+
+
+def _holder(root: Any, key: str) -> Any:
+    """The V3 module whose parameter is weight ``key``, or None."""
+    try:
+        return dict([("", root), *root.descendants]).get(key.rpartition(".")[0])
+    except Exception:  # noqa: BLE001 - not a V3 module tree
+        return None
+
+
+def construction_site(root: Any, key: str) -> str:
+    """``file:line`` of the ``self.<attr> = ...`` statement, in the class of its parent module, that
+    builds the module holding weight ``key`` (``layers.0.norm.weight``: ``self.norm`` in the class
+    of ``layers.0``; a list item: the list's attribute one level up), or ''."""
+    import ast
+    import inspect
+
+    parts = key.split(".")[:-1]
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    if not parts:
+        return ""
+    attr, parent_path = parts[-1], ".".join(parts[:-1])
+    try:
+        modules = dict([("", root), *root.descendants])
+        owner = type(modules[parent_path])
+        path = inspect.getsourcefile(owner) or ""
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - no such module or no source
+        return ""
+    for cls in ast.walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and cls.name == owner.__name__):
+            continue
+        for node in ast.walk(cls):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                   and t.value.id == "self" for t in targets):
+                return f"{path}:{node.lineno}"
+    return ""
 
 
 def v2_inside(root: Any) -> list[tuple[str, type, str]]:
