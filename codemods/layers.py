@@ -800,8 +800,9 @@ class LayerConstructors(Codemod):
                         "MV342",
                         f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; where {value} "
                         "differs from the model dtype: a norm (V2 cast its weight to the input's dtype, V3 "
-                        "does not, and mixed dtypes do not compile) keeps the model dtype and the weight "
-                        f"adapter casts its checkpoint weights; a layer computing in {value} is built under "
+                        "does not, and mixed dtypes do not compile) keeps the model dtype and its checkpoint "
+                        "weights are cast (in the weight adapter, or loaded with auto_cast=True as "
+                        f"MODULAR_AUTO_CAST_WEIGHTS allows); a layer computing in {value} is built under "
                         f"default_dtype({value})",
                     )
                 notes.append(f"dropped {name}")
