@@ -681,3 +681,30 @@ def test_a_checkpoint_name_is_found_for_adapters_that_rename_a_part_and_read_the
     names = archbuild.checkpoint_names((h20_adapters.v2, h20_adapters.v3), v2, v3, None, None, work)
     # alone, l.weight maps onto no V3 parameter (no scale in sight: not FP8); among the rest it does
     assert names == {"l.weight": ((4, 8), "float32"), "l.weight_scale_inv": ((1, 1), "float32")}
+
+
+@pytest.mark.needs_max
+def test_a_replayed_v2_call_loses_the_placement_arguments_the_v3_class_does_not_take() -> None:
+    """V2 roots take ``device``/``dtype``; a V3 class that has no such parameter is built without
+    them (as ``apply`` drops them at a call site), one that declares them still gets them."""
+    from max.experimental.nn import Module
+
+    from migrate_v3.verify.archbuild import Built, Capture, replay
+
+    class NoPlacement(Module):  # type: ignore[type-arg]
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.width = width
+
+    class TakesDevice(Module):  # type: ignore[type-arg]
+        def __init__(self, width: int, device: object = None) -> None:
+            super().__init__()
+            self.device_given = device
+
+    v2 = Capture(module=object(), args=(4,), kwargs={"device": "cpu-ref", "dtype": "bf16"})
+    built = Built(side="v3", arch_name="x")
+    module, fail, how = replay(v2, NoPlacement, Built(side="v2", arch_name="x"), built)
+    assert fail is None and module.width == 4 and how.endswith("without V2's dtype/device")
+    module, fail, _ = replay(Capture(object(), (4,), {"device": "cpu-ref"}), TakesDevice,
+                             Built(side="v2", arch_name="x"), built)
+    assert fail is None and module.device_given == "cpu-ref"

@@ -665,6 +665,17 @@ def replay(v2: Capture, v3_cls: type, built2: Built, built3: Built, dtype: Any =
             kwargs["kv_params"] = kv
             how += ", and the pipeline's kv_params"
     try:
+        params = inspect.signature(v3_cls).parameters
+    except (TypeError, ValueError):
+        params = None
+    if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        # V3 layers take no dtype/device (apply drops them at a call site the same way)
+        placement = [k for k in ("dtype", "device", "devices") if k in kwargs and k not in params]
+        for k in placement:
+            del kwargs[k]
+        if placement:
+            how += f", without V2's {'/'.join(placement)}"
+    try:
         with _scope("v3", [], dtype, accelerator=built3.accelerator):
             module = v3_cls(*args, **kwargs)
             module.to(CPU())
