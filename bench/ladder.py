@@ -175,8 +175,13 @@ def l0(pkg: str, v3: str | None, tree: Path, report: dict[str, Any]) -> dict[str
 def probe_child(work: Path, pairs: list[str]) -> None:
     """(In the child interpreter.) Print each package's ladder result as one JSON line."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from migrate_v3.verify.ladder import probe
+    from migrate_v3.verify import ladder
 
+    def partial(result: Any) -> None:
+        print("LADDER-PARTIAL " + json.dumps(result.to_json()), flush=True)
+
+    ladder.before_l5 = partial
+    probe = ladder.probe
     migrated = tuple(json.loads((work / "migrated.json").read_text()))
     for pair in pairs:
         arch, v3 = pair.split(":")
@@ -214,12 +219,20 @@ def run_batch(work: Path, batch: list[tuple[str, str]]) -> tuple[list[dict[str, 
         why = f"the probe took over {TIMEOUT * len(batch)}s"
     results = [json.loads(line[len("LADDER-JSON "):]) for line in stdout.splitlines()
                if line.startswith("LADDER-JSON ")]
+    partials = {r["arch"]: r for r in (json.loads(line[len("LADDER-PARTIAL "):]) for line in stdout.splitlines()
+                                      if line.startswith("LADDER-PARTIAL "))}
     done = {r["arch"] for r in results}
     left = [item for item in batch if item[0] not in done]
     if left:
         arch, v3 = left[0]
         tail = (stderr.strip().splitlines() or ["no output"])[-1]
-        results.append(_died(arch, v3, f"{why}: {tail}", stderr))
+        if arch in partials:  # it died compiling or running L5: L0-L4 stand
+            row = partials[arch]
+            row["steps"].append({"rung": "L5", "ok": False, "detail": f"{why} in L5 compile/run: {tail}",
+                                 "where": "", "side": "setup"})
+            results.append(row)
+        else:
+            results.append(_died(arch, v3, f"{why}: {tail}", stderr))
         left = left[1:]
     return results, left
 
@@ -338,7 +351,7 @@ def classify(step: dict[str, Any], pkg_dir: Path, mark: str) -> str:
     if step["side"] == "v2":
         return "needs a GPU" if ACCELERATOR_ONLY.search(step["detail"]) else "V2 itself fails"
     if step["side"] == "setup":
-        return "no inputs" if step["rung"] == "L4" else "no config"
+        return "no inputs" if step["rung"] in ("L4", "L5") else "no config"
     if mark:
         return "needs a person"
     return "tool"

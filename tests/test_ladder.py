@@ -708,3 +708,42 @@ def test_a_replayed_v2_call_loses_the_placement_arguments_the_v3_class_does_not_
     module, fail, _ = replay(Capture(object(), (4,), {"device": "cpu-ref"}), TakesDevice,
                              Built(side="v2", arch_name="x"), built)
     assert fail is None and module.device_given == "cpu-ref"
+
+
+def test_a_probe_that_dies_in_l5_keeps_the_rungs_below(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An L5 compile that kills the interpreter (SIGSEGV seen) loses L5 only: the partial result
+    printed before it stands, with an L5 step that says so; a package that left nothing is lost."""
+    partial = {"arch": "a", "v3_package": "a_modulev3", "steps": [
+        {"rung": r, "ok": True, "detail": "", "where": "", "side": "v3"} for r in ("L0", "L1", "L2", "L3", "L4")]}
+    out = f"LADDER-START a\nLADDER-PARTIAL {json.dumps(partial)}\nLADDER-START b\n"
+
+    def died(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], -11, out, "Fatal Python error: Segmentation fault\n")
+
+    monkeypatch.setattr(ladder.subprocess, "run", died)
+    results, left = ladder.run_batch(tmp_path, [("a", "a_modulev3"), ("b", "b_modulev3")])
+    assert left == [("b", "b_modulev3")]
+    [row] = results
+    assert [s["rung"] for s in row["steps"]] == ["L0", "L1", "L2", "L3", "L4", "L5"]
+    assert row["steps"][-1]["ok"] is False and "exit -11" in row["steps"][-1]["detail"]
+    assert ladder.rung_of(row["steps"]) == "L4"
+    assert ladder.classify(row["steps"][-1], tmp_path, "") == "no inputs"
+
+
+@pytest.mark.needs_max
+def test_l5_feeds_each_input_in_its_own_dtype() -> None:
+    """A bfloat16 graph input gets a bfloat16 buffer (it got float32 and the V2 reference refused it),
+    token ids stay below the vocabulary, a batch dim is 2 and any other symbolic dim 6."""
+    from max.driver import Buffer
+    from max.dtype import DType
+    from max.graph import DeviceRef, TensorType
+
+    from migrate_v3.verify.ladder import _feed
+
+    cpu = DeviceRef.CPU()
+    ids, cache, scale = _feed([TensorType(DType.int64, ["batch", "seq"], cpu),
+                               TensorType(DType.bfloat16, ["pages", 4], cpu),
+                               TensorType(DType.float32, [3], cpu)], vocab=10, seed=1)
+    assert ids.shape == (2, 6) and ids.min() >= 1 and ids.max() < 10
+    assert isinstance(cache, Buffer) and cache.dtype == DType.bfloat16 and tuple(cache.shape) == (6, 4)
+    assert scale.dtype.name == "float32" and scale.shape == (3,)

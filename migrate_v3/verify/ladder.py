@@ -28,6 +28,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,11 @@ def _import_all(names: list[str], prefer: tuple[Path, ...]) -> list[Step]:
             else:
                 steps[key] = Step("L1", False, f.line(), f.where)
     return list(steps.values())
+
+
+#: called with the result so far just before each L5 compile: a compile or run that kills the
+#: interpreter (seen: SIGSEGV) then loses only L5 (bench/ladder.py prints it as a partial result)
+before_l5: Callable[[ArchResult], None] | None = None
 
 
 def probe(root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
@@ -638,6 +644,8 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
         traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
         if l5 and traced:
+            if before_l5 is not None:
+                before_l5(result)
             _l5(result, r, built2, built3, ckpt, pair.prefer)
     result.steps.append(_l6(built3))
 
@@ -817,7 +825,7 @@ def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
     """
     import numpy as np
 
-    from migrate_v3.verify.tensors import NUMPY_DTYPES
+    from migrate_v3.verify.tensors import NUMPY_DTYPES, to_device_array
 
     rng = np.random.default_rng(seed)
     sizes: dict[str, int] = {}
@@ -833,8 +841,10 @@ def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
         dtype = str(t.dtype).replace("DType.", "")
         if dtype.startswith(("int", "uint")):
             out.append(rng.integers(1, max(2, vocab - 1), size=shape).astype(NUMPY_DTYPES[dtype]))
+        elif dtype in NUMPY_DTYPES or dtype == "bfloat16":
+            out.append(to_device_array(rng.random(shape), dtype))  # bfloat16: a Buffer view
         else:
-            out.append(rng.random(shape).astype(NUMPY_DTYPES.get(dtype, np.float32)))
+            out.append(rng.random(shape).astype(np.float32))
     return out
 
 
