@@ -167,7 +167,7 @@ class PipelineModels(Codemod):
         found = self._v2_base(original)
         if found is None and isinstance(updated.body, cst.IndentedBlock):
             new = self._sibling_subclass(original, updated)
-            return self._v2_graph_specs(updated) if new is updated else new
+            return self._v2_graph_specs(original, updated) if new is updated else new
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         index, v2_name = found
@@ -190,14 +190,14 @@ class PipelineModels(Codemod):
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
-    def _v2_graph_specs(self, updated: cst.ClassDef) -> cst.ClassDef:
+    def _v2_graph_specs(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         """A class left on a V2 pipeline base (a sibling's, not ported) whose ``graph_specs`` still
         builds the model it hands ``GraphSpec``: ``m = X(cfg)`` is built under ``F.lazy()`` and
         ``default_dtype`` of the model, as the V3 base builds what ``_instantiate_module`` returns.
         V3 weights take the default dtype at construction (V2 layers were given the config's dtype):
         built outside one, every weight is float32."""
         assert isinstance(updated.body, cst.IndentedBlock)
-        if not any(self._v2_pipeline_base(b.value) for b in updated.bases):
+        if not any(self._v2_pipeline_base(b.value) for b in original.bases):  # (names resolve on original nodes)
             return updated
         body = list(updated.body.body)
         for at, func in enumerate(body):
