@@ -200,6 +200,17 @@ def _died(arch: str, v3: str, why: str, stderr: str) -> dict[str, Any]:
         {"rung": "L1", "ok": False, "detail": why, "where": where, "side": "setup"}]}
 
 
+def _crash_line(stderr: str) -> str:
+    """What a dead interpreter said: faulthandler's ``Fatal Python error`` and the innermost frame
+    it printed (most recent call first), else the last line."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    fatal = next((ln.strip() for ln in lines if ln.startswith("Fatal Python error")), None)
+    if fatal is None:
+        return lines[-1]
+    frame = next((ln.strip() for ln in lines if ln.strip().startswith('File "')), "")
+    return f"{fatal}{' at ' + frame if frame else ''}"
+
+
 def run_batch(work: Path, batch: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """Probe a few packages in one interpreter (imports are paid once).
 
@@ -225,7 +236,7 @@ def run_batch(work: Path, batch: list[tuple[str, str]]) -> tuple[list[dict[str, 
     left = [item for item in batch if item[0] not in done]
     if left:
         arch, v3 = left[0]
-        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        tail = _crash_line(stderr)
         if arch in partials:  # it died compiling or running L5: L0-L4 stand
             row = partials[arch]
             row["steps"].append({"rung": "L5", "ok": False, "detail": f"{why} in L5 compile/run: {tail}",

@@ -718,7 +718,10 @@ def test_a_probe_that_dies_in_l5_keeps_the_rungs_below(monkeypatch: pytest.Monke
     out = f"LADDER-START a\nLADDER-PARTIAL {json.dumps(partial)}\nLADDER-START b\n"
 
     def died(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess([], -11, out, "Fatal Python error: Segmentation fault\n")
+        return subprocess.CompletedProcess([], -11, out, (
+            "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+            '  File "/x/engine/api.py", line 145 in execute\n  File "/x/ladder.py", line 9 in _l5\n\n'
+            "Extension modules: numpy._core._multiarray_umath (total: 1)\n"))
 
     monkeypatch.setattr(ladder.subprocess, "run", died)
     results, left = ladder.run_batch(tmp_path, [("a", "a_modulev3"), ("b", "b_modulev3")])
@@ -726,6 +729,8 @@ def test_a_probe_that_dies_in_l5_keeps_the_rungs_below(monkeypatch: pytest.Monke
     [row] = results
     assert [s["rung"] for s in row["steps"]] == ["L0", "L1", "L2", "L3", "L4", "L5"]
     assert row["steps"][-1]["ok"] is False and "exit -11" in row["steps"][-1]["detail"]
+    assert row["steps"][-1]["detail"].endswith(
+        'Fatal Python error: Segmentation fault at File "/x/engine/api.py", line 145 in execute')
     assert ladder.rung_of(row["steps"]) == "L4"
     assert ladder.classify(row["steps"][-1], tmp_path, "") == "no inputs"
 
