@@ -856,6 +856,20 @@ def _signature(data: Mapping[str, Any]) -> Signature:
             for n, w in data.items()}
 
 
+def _adapter_module_nodes(adapters: tuple[Any, ...]) -> Iterator[Any]:
+    """Every ``ast`` node of the source of each adapter's module (None and unreadable ones skipped)."""
+    import ast
+
+    for adapter in adapters:
+        module = inspect.getmodule(adapter) if adapter is not None else None
+        try:
+            tree = ast.parse(inspect.getsource(module)) if module is not None else None
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        if tree is not None:
+            yield from ast.walk(tree)
+
+
 def adapter_prefixes(*adapters: Any) -> tuple[str, ...]:
     """:data:`CHECKPOINT_PREFIXES` and the dotted prefixes the adapters' modules spell out.
 
@@ -865,16 +879,10 @@ def adapter_prefixes(*adapters: Any) -> tuple[str, ...]:
     import ast
 
     found: list[str] = list(CHECKPOINT_PREFIXES)
-    for adapter in adapters:
-        module = inspect.getmodule(adapter) if adapter is not None else None
-        try:
-            tree = ast.parse(inspect.getsource(module)) if module is not None else None
-        except (OSError, TypeError, SyntaxError):
-            tree = None
-        for node in ast.walk(tree) if tree is not None else ():
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and re.fullmatch(r"[A-Za-z_][\w.]*\.", node.value)):
-                found.append(node.value)
+    for node in _adapter_module_nodes(adapters):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and re.fullmatch(r"[A-Za-z_][\w.]*\.", node.value)):
+            found.append(node.value)
     return tuple(dict.fromkeys(found))
 
 
@@ -885,19 +893,13 @@ def adapter_renames(*adapters: Any) -> tuple[tuple[str, str], ...]:
     import ast
 
     found: list[tuple[str, str]] = []
-    for adapter in adapters:
-        module = inspect.getmodule(adapter) if adapter is not None else None
-        try:
-            tree = ast.parse(inspect.getsource(module)) if module is not None else None
-        except (OSError, TypeError, SyntaxError):
-            tree = None
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.Dict):
-                for k, v in zip(node.keys, node.values, strict=True):
-                    if (isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(k.value, str)
-                            and isinstance(v.value, str) and re.fullmatch(r"\w+(\.\w+)*", k.value)
-                            and re.fullmatch(r"\w+(\.\w+)*", v.value) and k.value != v.value):
-                        found.append((k.value, v.value))
+    for node in _adapter_module_nodes(adapters):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values, strict=True):
+                if (isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(k.value, str)
+                        and isinstance(v.value, str) and re.fullmatch(r"\w+(\.\w+)*", k.value)
+                        and re.fullmatch(r"\w+(\.\w+)*", v.value) and k.value != v.value):
+                    found.append((k.value, v.value))
     return tuple(dict.fromkeys(found))
 
 
