@@ -718,12 +718,29 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
                              f"parameters: {summary} (e.g. {first.kind} {first.key} {detail}){hint}", where))
 
 
+def _modules(root: Any) -> dict[str, Any]:
+    """Dotted path -> module of the V3 ``root`` and its descendants ('' is the root); {} if no tree."""
+    try:
+        return dict([("", root), *root.descendants])
+    except Exception:  # noqa: BLE001 - not a V3 module tree
+        return {}
+
+
+def _class_source(cls: type) -> tuple[str, Any] | None:
+    """(source file, its ``ast``) of the module defining ``cls``, or None."""
+    import ast
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(cls) or ""
+        return path, ast.parse(Path(path).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - no source
+        return None
+
+
 def _holder(root: Any, key: str) -> Any:
     """The V3 module whose parameter is weight ``key``, or None."""
-    try:
-        return dict([("", root), *root.descendants]).get(key.rpartition(".")[0])
-    except Exception:  # noqa: BLE001 - not a V3 module tree
-        return None
+    return _modules(root).get(key.rpartition(".")[0])
 
 
 def construction_site(root: Any, key: str) -> str:
@@ -731,21 +748,18 @@ def construction_site(root: Any, key: str) -> str:
     builds the module holding weight ``key`` (``layers.0.norm.weight``: ``self.norm`` in the class
     of ``layers.0``; a list item: the list's attribute one level up), or ''."""
     import ast
-    import inspect
 
     parts = key.split(".")[:-1]
     while parts and parts[-1].isdigit():
         parts.pop()
     if not parts:
         return ""
-    attr, parent_path = parts[-1], ".".join(parts[:-1])
-    try:
-        modules = dict([("", root), *root.descendants])
-        owner = type(modules[parent_path])
-        path = inspect.getsourcefile(owner) or ""
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001 - no such module or no source
+    attr, parent = parts[-1], _modules(root).get(".".join(parts[:-1]))
+    owner = type(parent)
+    source = _class_source(owner) if parent is not None else None
+    if source is None:
         return ""
+    path, tree = source
     for cls in ast.walk(tree):
         if not (isinstance(cls, ast.ClassDef) and cls.name == owner.__name__):
             continue
@@ -763,33 +777,27 @@ def v2_inside(root: Any) -> list[tuple[str, type, str]]:
     """V2 modules held by an attribute of the V3 ``root`` or of one of its V3 descendants: (their
     path, their class, ``file:line`` of the statement that imports that class into the module of
     the V3 class holding it, or '')."""
-    import ast
-    import inspect
-
     from max.nn.layer import Module as V2Module
 
     out: list[tuple[str, type, str]] = []
-    try:
-        owners = [("", root), *root.descendants]
-    except Exception:  # noqa: BLE001 - not a V3 module tree
-        return out
-    for prefix, owner in owners:
+    for prefix, owner in _modules(root).items():
         for attr, value in vars(owner).items():
             items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
             for i, item in items:
                 if isinstance(item, V2Module):
                     path = ".".join(p for p in (prefix, attr, None if i is None else str(i)) if p)
-                    out.append((path, type(item), _import_site(type(owner), type(item).__name__, ast, inspect)))
+                    out.append((path, type(item), _import_site(type(owner), type(item).__name__)))
     return out
 
 
-def _import_site(owner: type, name: str, ast: Any, inspect: Any) -> str:
+def _import_site(owner: type, name: str) -> str:
     """``file:line`` of the import binding ``name`` in ``owner``'s module, or ''."""
-    try:
-        path = inspect.getsourcefile(owner)
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001
+    import ast
+
+    source = _class_source(owner)
+    if source is None:
         return ""
+    path, tree = source
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
                 (a.asname or a.name.rsplit(".", 1)[-1]) == name for a in node.names):
