@@ -189,8 +189,8 @@ class DeadLocals(Codemod):
         self.seen: Counter[tuple[str, ...]] = Counter()
         self.keys: dict[int, tuple[tuple[str, ...], int]] = {}
         self.original_functions: dict[tuple[tuple[str, ...], int], ast.FunctionDef | ast.AsyncFunctionDef] | None = None
-        #: id of a rewritten function → (it, its removable statements by name, original reads)
-        self.pending: dict[int, tuple[cst.FunctionDef, dict[str, list[cst.BaseStatement]], Counter[str]]] = {}
+        #: id of a rewritten function → (it, its removable statements by name, the original's key)
+        self.pending: dict[int, tuple[cst.FunctionDef, dict[str, list[cst.BaseStatement]], tuple[tuple[str, ...], int]]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.path.append(node.name.value)
@@ -205,12 +205,14 @@ class DeadLocals(Codemod):
         self.keys[id(node)] = (key, self.seen[key])
         self.seen[key] += 1
 
-    def _reads_before(self, node: cst.FunctionDef) -> tuple[Counter[str], frozenset[str]]:
+    def _reads_before(self, key: tuple[tuple[str, ...], int]) -> tuple[Counter[str], frozenset[str]]:
         """(names the original function reads, names it declares global/nonlocal), from ``ast``:
-        the original source, parsed once, costs less than printing each function."""
+        the original source, parsed once, costs less than printing each function. Asked only
+        once the rewritten function is known to leave a candidate unread, so most files never
+        parse it."""
         if self.original_functions is None:
             self.original_functions = _function_nodes_by_key(self.state.source)
-        fn = self.original_functions.get(self.keys[id(node)])
+        fn = self.original_functions.get(key)
         return (Counter(), frozenset()) if fn is None else _reads_and_declared(fn)
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
@@ -229,13 +231,9 @@ class DeadLocals(Codemod):
             if (isinstance(value, cst.Call) and self.qualname(value.func) in _V2_RUNTIME) or pure_expression(value, self.qualname):
                 removable.setdefault(name, []).append(stmt)
         updated = self._inline_aliases(original, updated)
-        if not removable and not imports:
-            return updated
-        read, declared = self._reads_before(original)
-        removable = {name: stmts for name, stmts in removable.items() if read[name] and name not in declared}
         if removable or imports:
             # decided once the module is printed (one print, reused by Imports)
-            self.pending[id(updated)] = (updated, removable, read)
+            self.pending[id(updated)] = (updated, removable, self.keys[id(original)])
         return updated
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
@@ -265,24 +263,31 @@ class DeadLocals(Codemod):
             entry = self.pending.get(id(fn))
             if entry is None or id(fn) not in reads or not isinstance(fn.body, cst.IndentedBlock):
                 return fn
-            _, removable, read = entry
+            _, removable, key = entry
             now = reads[id(fn)]
             dead = {name for name in removable if not now[name]}
+            body = fn.body
+            import_locals = {
+                local
+                for stmt in _statements(body.body) if _is_import(stmt)
+                for small in stmt.body  # type: ignore[attr-defined]
+                if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
+                for local, _ in import_bindings(small)
+                if not now[local]
+            }
+            if not dead and not import_locals:
+                return fn
+            # only a name the original read (and did not declare global) became dead
+            read, declared = self._reads_before(key)
+            dead = {name for name in dead if read[name] and name not in declared}
             codes = {_code(stmt) for name in dead for stmt in removable[name]} if dead else set()
             # (a statement as it was: the rewrites left it alone)
             gone = {
                 id(stmt) for stmt in (_statements(fn.body.body) if dead else ())
                 if (found := _assignment(stmt)) is not None and found[0] in dead and _code(stmt) in codes
             }
-            body = _prune(fn.body, gone) if gone else fn.body
-            unused = {
-                local
-                for stmt in _statements(body.body) if _is_import(stmt)
-                for small in stmt.body  # type: ignore[attr-defined]
-                if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar))
-                for local, _ in import_bindings(small)
-                if read[local] and not now[local]
-            }
+            body = _prune(body, gone) if gone else body
+            unused = {local for local in import_locals if read[local]}
             if unused:
                 body = body.visit(_DropImports(unused))  # type: ignore[assignment]
             return fn if body is fn.body else fn.with_changes(body=body)

@@ -739,7 +739,7 @@ class ShardingClasses(Codemod):
         plan = cls.plan or SetterPlan()
         placements = plan.placements
         kernels: _PerDeviceKernels | None = None
-        if placements and cls.facts.head_split:
+        if placements and cls.facts.head_split and _calls_kernel(body):
             kernels = _PerDeviceKernels()
             rewritten_body = [s.visit(kernels) for s in body]
             if kernels.ok and kernels.calls:
@@ -810,6 +810,18 @@ class ShardingClasses(Codemod):
                 new = stmt.with_changes(body=inner.with_changes(body=[*inner.body, *extra]))
                 return [*body[:n], new, *body[n + 1 :]]
         return None
+
+
+def _calls_kernel(body: list[cst.BaseStatement]) -> bool:
+    """Whether a call of ``PER_DEVICE_KERNELS`` is in ``body`` (without one, the rewriting
+    walk of :class:`_PerDeviceKernels` changes nothing: skip it)."""
+    return any(
+        isinstance(call, cst.Call)
+        and (call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", None))
+        in PER_DEVICE_KERNELS
+        for stmt in body
+        for call in nodes_of(stmt, (cst.Call,))
+    )
 
 
 class _PerDeviceKernels(cst.CSTTransformer):
