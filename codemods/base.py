@@ -125,8 +125,9 @@ class FileState:
     #: the same code with comments and plain strings blanked (``codemods.imports.blanked_code``)
     blanked: dict[int, tuple[cst.CSTNode, str]] = field(default_factory=dict)
     blanked_source: str | None = None
-    #: passes over the final code text, in order (``Residual``'s comments)
-    text_passes: list[Callable[[str], str]] = field(default_factory=list)
+    #: passes over the final code text, in order (``Residual``'s comments): each returns the new
+    #: text and whether CPython's parser accepted it (then ``apply`` need not prove it again)
+    text_passes: list[Callable[[str], tuple[str, bool]]] = field(default_factory=list)
     #: ids of (original) classes subclassing a V2 layer whose ``super().__init__`` was mapped to V3 (or flagged)
     layer_inits: set[int] = field(default_factory=set)
     #: the whole module being rewritten; None on the import-statement path (see :class:`WholeModuleNeeded`)

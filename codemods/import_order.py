@@ -119,7 +119,9 @@ def sort_key(stmt: cst.SimpleStatementLine) -> tuple[object, ...]:
     return (1, -len(small.relative), natural(module_name(small.module)), first)
 
 
-_REFERENCE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
+#: a name not after ``.`` or a word character (its first character is matched before the
+#: look-behind, so the regex engine skips the text between names fast)
+_REFERENCE = re.compile(r"[A-Za-z_](?<![.\w].)\w*")
 
 
 def _bound(body: Sequence[cst.BaseStatement]) -> set[str]:

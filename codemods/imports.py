@@ -35,8 +35,9 @@ from migrate_v3.knowledge.layers import (
 )
 
 _LEGACY = {"max.nn.module_v3": "max.experimental.nn"}
+#: (the lookahead lets the regex engine skip to the next quote, ``#`` or f/F before trying each branch)
 _STRINGS_AND_COMMENTS = re.compile(
-    r"""(?P<keep>[fF][rR]?(?:'''|\"\"\"|'|"))|'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|\#[^\n]*"""
+    r"""(?=[fF'"\#])(?:(?P<keep>[fF][rR]?(?:'''|\"\"\"|'|"))|'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|\#[^\n]*)"""
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IMPORT_STMT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|from[ \t]+[\w.]+[ \t]+import[^\n]*|import[ \t][^\n]*)", re.M)

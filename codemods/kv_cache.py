@@ -38,7 +38,7 @@ from codemods.resolve import import_bindings
 
 _UNFLATTEN = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
 #: ``PagedCacheValues.from_upstream`` itself, not an alias such as ``MeshPagedCacheValues.from_upstream``
-_FROM_UPSTREAM = re.compile(r"(?<![\w.])PagedCacheValues\.from_upstream")
+_FROM_UPSTREAM = re.compile(r"PagedCacheValues(?<![\w.]PagedCacheValues)\.from_upstream")
 _V3_CACHE_HOME = "max.experimental.nn.common_layers.kv_cache"
 _TENSOR_MODULE = "max.experimental.tensor"
 

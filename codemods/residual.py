@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
+from functools import partial
 
 import libcst as cst
 
@@ -114,8 +115,13 @@ class Residual(Codemod):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         source = self.state.source
         # prose is flagged only in a file the migration changed (a re-export keeps its words)
-        self.state.text_passes.append(lambda code: residual_notes(code, prose=code != source))
+        self.state.text_passes.append(partial(_notes, source))
         return updated
+
+
+def _notes(source: str, code: str) -> tuple[str, bool]:
+    """(A module-level function: a closure over the file's state would be a reference cycle.)"""
+    return residual_notes_parsed(code, prose=code != source)
 
 
 #: line boundaries of str.splitlines() other than "\n"
@@ -123,7 +129,8 @@ _OTHER_LINE_ENDS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 #: "V2" as a word of prose about the API (not MiMo-V2, not V2.6)
-_V2_WORD = re.compile(r"(?<![\w.-])V2(?![\w]|\.\d)")
+#: (the literal first, the look-behind after it: the regex engine then jumps from one "V2" to the next)
+_V2_WORD = re.compile(r"V2(?<![\w.-]V2)(?![\w]|\.\d)")
 _V3_WORD = re.compile(r"(?<![\w.-])(?:V3|ModuleV3)(?![\w]|\.\d)")
 PROSE_MESSAGE = "the docstring calls this code V2: say what the ModuleV3 code does"
 
@@ -146,16 +153,23 @@ def prose_findings(tree: ast.Module) -> list[Finding]:
 def residual_notes(code: str, prose: bool = True) -> str:
     """``code`` with a TODO above every statement that still has a ``check`` finding and none,
     and above every docstring that still calls the code V2."""
+    return residual_notes_parsed(code, prose)[0]
+
+
+def residual_notes_parsed(code: str, prose: bool = True) -> tuple[str, bool]:
+    """:func:`residual_notes`, and whether CPython's parser accepted the text returned: it
+    parsed ``code``, and a whole comment line (or a blank one) put above a line where a
+    statement begins, after a line that does not end in a backslash, changes no token."""
     findings = scan_source(code).findings
     prose = prose and _V2_WORD.search(code) is not None
     if not findings and not prose:
-        return code
+        return code, False
     lines = code.splitlines()
     tree = ast.parse(code)
     if prose:
         findings = [*findings, *prose_findings(tree)]
     if not findings:
-        return code
+        return code, True
     stmts = statements(tree)
     starts = statement_starts(stmts)
     exempt, forwards = exempt_lines(tree, stmts), forward_lines(stmts)
@@ -170,7 +184,9 @@ def residual_notes(code: str, prose: bool = True) -> str:
         if text not in notes.setdefault(first, []):
             notes[first].append(text)
     if not notes:
-        return code
+        return code, True
+    firsts = set(starts.values())
+    parsed = all(n in firsts and (n == 1 or not lines[n - 2].endswith("\\")) for n in notes)
     # isort keeps a comment above an import apart from the import before it
     imports = {n.lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
     import_ends = {n.end_lineno for n in stmts if isinstance(n, ast.Import | ast.ImportFrom)}
@@ -185,5 +201,5 @@ def residual_notes(code: str, prose: bool = True) -> str:
     if _OTHER_LINE_ENDS.search(code):
         # lines were split where "\n".join does not put them back: libcst says
         # whether that still parses (and prints it back unchanged if it does)
-        result = cst.parse_module(result).code
-    return result
+        return cst.parse_module(result).code, False
+    return result, parsed

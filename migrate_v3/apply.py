@@ -182,6 +182,8 @@ def _transform_job(job: _Job) -> _Done:
         return _Done(error=f"{job.shown}: the migrated code cannot be encoded as {exc.encoding}: {exc.reason}")
     if data is job.raw and compiled_by_python(job.source, data):
         return _Done(res, data)  # a valid bytecode cache of these bytes proves they parse
+    if res.parsed and data is not job.raw:
+        return _Done(res, data)  # the rewrite's last pass parsed this very text
     problem = _parse_problem(data, job.shown)
     if problem is None:
         return _Done(res, data)

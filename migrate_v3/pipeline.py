@@ -64,6 +64,8 @@ class TransformResult:
     todos: list[Finding] = field(default_factory=list)
     #: "v2" | "v3" | "neutral"
     kind: str = "neutral"
+    #: CPython's parser accepted ``code`` on the way (``apply`` need not prove it parses again)
+    parsed: bool = False
 
 
 def classify_source(source: str) -> str:
@@ -190,8 +192,9 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
     reference = reference_engine()
     new_module = module.visit(engine) if reference else engine.run(module)
     code = new_module.code if reference else render(new_module, state)
+    parsed = False
     for text_pass in state.text_passes:
-        code = text_pass(code)
+        code, parsed = text_pass(code)
     found: Mapping[int, tuple[int, int]] = {}
     if ctx.positions and state.rewrites:
         nodes = [node for node, _, _ in state.rewrites]
@@ -202,6 +205,7 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
         findings=sorted(Finding(*found.get(id(node), (0, 0)), rule, message) for node, rule, message in state.rewrites),
         todos=todo_markers(code),
         kind=kind,
+        parsed=parsed,
     )
 
 
