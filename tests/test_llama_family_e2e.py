@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 from migrate_v3.apply import apply_paths
+from migrate_v3.verify.kv_inputs import runtime_kv_inputs
 
 PROMPT = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int64)
 
@@ -76,20 +77,7 @@ def _config_args(kv: object, tied: bool) -> dict[str, object]:
 
 def _kv_inputs(kv: object) -> list[object]:
     """A fresh paged cache on CPU, one 7-token request claimed: its runtime inputs."""
-    from max import tree
-    from max.driver import CPU
-    from max.engine import InferenceSession
-    from max.pipelines.context import TextContext, TokenBuffer
-    from max.pipelines.kv_cache import PagedKVCacheManager
-    from max.pipelines.modeling.types import RequestID
-
-    manager = PagedKVCacheManager(
-        params=kv, session=InferenceSession(devices=[CPU()]), total_num_pages=8, max_batch_size=2
-    )
-    ctx = TextContext(request_id=RequestID(), max_length=64, tokens=TokenBuffer(PROMPT))
-    manager.claim(ctx)
-    manager.alloc(ctx)
-    return list(tree.leaves(manager.runtime_inputs([[ctx]])))
+    return runtime_kv_inputs(kv, PROMPT)
 
 
 @pytest.mark.slow

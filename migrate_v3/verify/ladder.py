@@ -35,6 +35,7 @@ from typing import Any
 
 from migrate_v3.verify import archbuild
 from migrate_v3.verify.align import align_keys
+from migrate_v3.verify.kv_inputs import kv_feed
 
 
 @dataclass
@@ -643,10 +644,10 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
         result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
         traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
-        if l5 and traced:
+        if l5 and traced is not None:
             if before_l5 is not None:
                 before_l5(result)
-            _l5(result, r, built2, built3, ckpt, pair.prefer)
+            _l5(result, r, built2, built3, ckpt, pair, (traced, lambda: _v3_weights(pair, loaded, ckpt)))
     result.steps.append(_l6(built3))
 
 
@@ -806,23 +807,24 @@ def _import_site(owner: type, name: str) -> str:
 
 
 def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, built2: archbuild.Built,
-        prefer: tuple[Path, ...], module2: Any = None) -> bool:
+        prefer: tuple[Path, ...], module2: Any = None) -> list[Any] | None:
+    """Trace ``module3`` with the input types its pipeline compiles with: those types, None on failure."""
     types, source, fail = archbuild.compile_types_for(module3, built3, built2, prefer, module2)
     result.input_types_from = source
     if types is None:
         detail = fail.line() if fail else "no input types"
         result.steps.append(Step("L4", False, f"{name}: {detail}", fail.where if fail else ""))
-        return False
+        return None
     dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
     try:
         archbuild.trace(module3, types, dtype, built3.accelerator)
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
-        return False
+        return None
     spec = " on a GPU spec (GPU device refs realised as the CPU device)" if built3.accelerator else ""
     result.steps.append(Step("L4", True, f"{name}: traced with {len(types)} inputs from {source}{spec}"))
-    return True
+    return list(types)
 
 
 def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
@@ -856,13 +858,26 @@ def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
     return out
 
 
+def _v3_weights(pair: _Pair, loaded: Any, ckpt: archbuild.Checkpoint) -> dict[str, Any]:
+    """The checkpoint as the V3 pipeline's ``_load_state_dict`` gives it (through its adapter)."""
+    adapter = pair.adapter("v3")
+    items = dict(loaded.items())
+    if adapter is None:
+        return {k: v.data() for k, v in items.items()}
+    return archbuild.adapt(adapter, items, pair.pipeline_config(ckpt), ckpt.hf_config)
+
+
 def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbuild.Built,
-        ckpt: archbuild.Checkpoint, prefer: tuple[Path, ...]) -> None:
+        ckpt: archbuild.Checkpoint, pair: _Pair, traced: tuple[list[Any], Callable[[], dict[str, Any]]]) -> None:
     """Compile both sides with the checkpoint's seeded weights, run the same inputs, compare.
 
     V2: the graph its pipeline handed to the session, with its weights
     registry; V3: ``Module.compile`` with the types and weights its pipeline
-    compiled with. Inputs follow the V2 graph's input types, in order.
+    compiled with, or, when its load path never got to compile (a TODO
+    stopped it: that is L6's failure), with the types L4 traced with and the
+    checkpoint through the V3 adapter. Inputs follow each side's input types:
+    V2's graph order, V3's compile order (a paged KV cache's from MAX's cache
+    manager, see :mod:`migrate_v3.verify.kv_inputs`).
     """
     from max.driver import CPU
     from max.engine import InferenceSession
@@ -876,30 +891,52 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
         result.steps.append(Step("L5", False, f"{name}: built on a GPU device spec (the V2 load path refuses a "
                                  "CPU one): compiling and running it needs a GPU", side="v2"))
         return
+    prefer = pair.prefer
     call = next((c for c in built3.compiles if c.module is root.v3 and c.weights is not None), None)
     own = set(root.v2.module.raw_state_dict())
     registry = next((r for r in built2.registries if own <= set(r)), None)
-    if call is None or registry is None or not built2.graphs:
-        result.steps.append(Step("L5", False, f"{name}: needs the V3 pipeline's compile call and the V2 "
-                                 "pipeline's graph and weights (one of them never got there)", side="setup"))
+    if registry is None or not built2.graphs:
+        result.steps.append(Step("L5", False, f"{name}: needs the V2 pipeline's graph and weights "
+                                 "(it never got there)", side="setup"))
         return
+    types3, weights3 = (list(call.input_types), call.weights) if call is not None else (traced[0], None)
+    if weights3 is None:
+        try:
+            params = {k for k, _ in root.v3.parameters}
+            weights3 = {k: v for k, v in traced[1]().items() if k in params}
+        except Exception as exc:  # noqa: BLE001
+            f = archbuild.failure(f"V3 weights {name}", exc, prefer)
+            result.steps.append(Step("L5", False, f"{name}: the checkpoint through the V3 adapter: {f.line()}",
+                                     f.where))
+            return
     graph = built2.graphs[0]
     vocab = int(getattr(ckpt.hf_config, "vocab_size", 0) or getattr(
         getattr(ckpt.hf_config, "text_config", None), "vocab_size", 0) or 32)
     types2 = [value.type for value in graph.inputs]
-    inputs = _feed(types2, vocab, seed=1)
+    kv = built2.kv_params if built2.kv_params is not None else built3.kv_params
+    try:
+        # a paged KV cache's inputs come from MAX's cache manager (random page indices crash
+        # the kernels), and each side gets them in its own order
+        inputs2 = None if kv is None else kv_feed(types2, kv, vocab, 1, _feed)
+        inputs3 = None if inputs2 is None else kv_feed(types3, kv, vocab, 1, _feed)
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"KV cache inputs {name}", exc)
+        result.steps.append(Step("L5", False, f"{name}: no KV cache inputs on CPU: {f.line()}", f.where, "setup"))
+        return
+    if inputs2 is None or inputs3 is None:
+        inputs2 = inputs3 = _feed(types2, vocab, seed=1)
     target = sides.make_target("cpu")
     start = time.perf_counter()
     try:
         model2 = InferenceSession(devices=[CPU()]).load(graph, weights_registry=registry)
-        expected = [to_numpy(o) for o in model2.execute(*sides.to_buffers(inputs, target))]
+        expected = [to_numpy(o) for o in model2.execute(*sides.to_buffers(inputs2, target))]
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"V2 compile/run {name}", exc)
         result.steps.append(Step("L5", False, f"V2 reference: {f.line()}", f.where, "v2"))
         return
     try:
-        compiled = root.v3.compile(*call.input_types, weights=call.weights)
-        got = [to_numpy(o) for o in sides.flatten_outputs(compiled(*sides.to_buffers(inputs, target)))]
+        compiled = root.v3.compile(*types3, weights=weights3)
+        got = [to_numpy(o) for o in sides.flatten_outputs(compiled(*sides.to_buffers(inputs3, target)))]
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"V3 compile/run {name}", exc, prefer)
         result.steps.append(Step("L5", False, f"{name}: {f.line()}", f.where))
@@ -914,4 +951,6 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
     ok = len(expected) == len(got) and all(c.passed for c in checks) and size > 0.0
     result.steps.append(Step("L5", ok, f"{name}: {len(expected)} V2 / {len(got)} V3 outputs, max |diff| "
                              f"{worst:.3g} on outputs up to {size:.3g} "
-                             f"({'within' if ok else 'outside'} the dtype tolerance); compile and run {took:.0f}s"))
+                             f"({'within' if ok else 'outside'} the dtype tolerance); compile and run {took:.0f}s"
+                             + ("" if call is not None else "; V3 compiled with L4's input types and the checkpoint "
+                                "through its adapter (its load path stopped before compile)")))
