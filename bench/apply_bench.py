@@ -5,6 +5,8 @@
     python bench/apply_bench.py snapshot DIR   # apply -j 2 outputs + reports saved under DIR
     python bench/apply_bench.py compare [DIR]  # outputs + reports: fast path vs libcst's
                                                # transformer (and vs a snapshot DIR)
+    python bench/apply_bench.py instructions   # the timing ratio in instructions (valgrind):
+                                               # what a shared, noisy machine cannot blur (~25 min)
 
 Both work on a fresh copy of ``max/pipelines/architectures`` (the installed
 package is never written). ``survey`` deletes the official ``*_modulev3``
@@ -281,9 +283,63 @@ def compare(snap: Path | None) -> None:
             raise SystemExit(1)
 
 
+def _workload(what: str, tree: Path) -> None:
+    """One side of ``instructions``, in a process of its own: ``start`` imports what both import."""
+    import libcst as cst
+
+    pkgs = v2_packages(tree)
+    if what == "parse+print":
+        for src in (p for pkg in pkgs for p in pkg.rglob("*.py")):
+            cst.parse_module(src.read_text()).code  # noqa: B018 - print is the point
+    elif what == "apply":
+        apply_paths(pkgs, out=tree.parent / "out", jobs=1, context=TransformContext(positions=False))
+
+
+def instructions() -> None:
+    """``apply -j 1`` over libcst's parse+print of the same files, counted in instructions.
+
+    Each side runs under valgrind's callgrind in a process of its own; the
+    instructions of a process that only starts and imports (``start``) are
+    taken off both. CPU seconds on a shared machine vary by 30% from round to
+    round; instruction counts do not (they are not time: the native parser
+    retires more instructions per cycle than the interpreter).
+    """
+    import re
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        sys.exit("instructions needs valgrind (apt install valgrind)")
+    from codemods.base import libcst_version
+
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = _copy(Path(tmp), drop_ports=False)
+        for what in ("start", "parse+print", "apply"):
+            t = time.perf_counter()
+            proc = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out",
+                 sys.executable, __file__, "_workload", what, str(tree)],
+                capture_output=True, text=True, check=True,
+            )
+            found = re.search(r"Collected : (\d+)", proc.stderr)
+            assert found is not None, proc.stderr[-2000:]
+            counts[what] = int(found.group(1))
+            print(f"{what:12s} {counts[what] / 1e9:7.2f} G instructions ({time.perf_counter() - t:.0f}s under valgrind)",
+                  flush=True)
+            shutil.rmtree(tree.parent / "out", ignore_errors=True)
+    base, mine = (counts[k] - counts["start"] for k in ("parse+print", "apply"))
+    print(f"libcst {libcst_version()}: apply -j 1 / parse+print = {mine / 1e9:.2f} / {base / 1e9:.2f} G = {mine / base:.3f}x")
+
+
 if __name__ == "__main__":
     try:
         mode = sys.argv[1] if len(sys.argv) > 1 else "survey"
+        if mode == "_workload":
+            _workload(sys.argv[2], Path(sys.argv[3]))
+            raise SystemExit(0)
+        if mode == "instructions":
+            instructions()
+            raise SystemExit(0)
         if mode == "snapshot":
             snapshot(Path(sys.argv[2]))
         elif mode == "compare":
