@@ -150,16 +150,12 @@ def prose_findings(tree: ast.Module) -> list[Finding]:
     return out
 
 
-def residual_notes(code: str, prose: bool = True) -> str:
-    """``code`` with a TODO above every statement that still has a ``check`` finding and none,
-    and above every docstring that still calls the code V2."""
-    return residual_notes_parsed(code, prose)[0]
-
-
 def residual_notes_parsed(code: str, prose: bool = True) -> tuple[str, bool]:
-    """:func:`residual_notes`, and whether CPython's parser accepted the text returned: it
-    parsed ``code``, and a whole comment line (or a blank one) put above a line where a
-    statement begins, after a line that does not end in a backslash, changes no token."""
+    """``code`` with a TODO above every statement that still has a ``check`` finding and none,
+    and above every docstring that still calls the code V2; and whether CPython's parser
+    accepted the text returned: it parsed ``code``, and a whole comment line (or a blank one)
+    put above a line where a statement begins, after a line that does not end in a
+    backslash, changes no token."""
     findings = scan_source(code).findings
     prose = prose and _V2_WORD.search(code) is not None
     if not findings and not prose:

@@ -1103,9 +1103,15 @@ def weights_signature(weights: Mapping[str, Any]) -> Signature:
     return out
 
 
-def adapted_signature(adapter: Any, weights: Any, pc: Any, hf: Any) -> Signature:
-    """What ``adapter`` makes of a checkpoint (names, shapes, dtypes); the checkpoint without one."""
+def adapted(adapter: Any, weights: Any, pc: Any, hf: Any) -> dict[str, Any]:
+    """What ``adapter`` makes of a checkpoint, as a pipeline's ``_load_state_dict`` gives it;
+    the checkpoint's data without one."""
     items = dict(weights.items())
     if adapter is None:
-        return _signature({k: v.data() for k, v in items.items()})
-    return _signature(adapt(adapter, items, pc, hf))
+        return {k: v.data() for k, v in items.items()}
+    return adapt(adapter, items, pc, hf)
+
+
+def adapted_signature(adapter: Any, weights: Any, pc: Any, hf: Any) -> Signature:
+    """What ``adapter`` makes of a checkpoint (names, shapes, dtypes); the checkpoint without one."""
+    return _signature(adapted(adapter, weights, pc, hf))

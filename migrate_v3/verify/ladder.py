@@ -860,11 +860,7 @@ def _feed(types: list[Any], vocab: int, seed: int) -> list[Any]:
 
 def _v3_weights(pair: _Pair, loaded: Any, ckpt: archbuild.Checkpoint) -> dict[str, Any]:
     """The checkpoint as the V3 pipeline's ``_load_state_dict`` gives it (through its adapter)."""
-    adapter = pair.adapter("v3")
-    items = dict(loaded.items())
-    if adapter is None:
-        return {k: v.data() for k, v in items.items()}
-    return archbuild.adapt(adapter, items, pair.pipeline_config(ckpt), ckpt.hf_config)
+    return archbuild.adapted(pair.adapter("v3"), loaded, pair.pipeline_config(ckpt), ckpt.hf_config)
 
 
 def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbuild.Built,
