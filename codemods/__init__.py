@@ -21,6 +21,7 @@ from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
 from codemods.kv_cache import KVCache
 from codemods.layer_calls import LayerCalls
+from codemods.layer_norm_affine import LayerNormAffine
 from codemods.layers import LayerConstructors
 from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
@@ -56,6 +57,7 @@ ORDER: list[type[Codemod]] = [
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
     SiblingCalls,  # MV301: calls of sibling classes whose V3 constructor differs
+    LayerNormAffine,  # MV341: V2 Llama3's weightless layer_norm made explicit on the V3 model/config classes
     Registration,  # MV303: arch.py / __init__.py registration names
     Imports,  # MV31x: imports follow what the code now uses
     ImportOrder,  # MV310: drop imports the rewrites left unused; lay out and place the touched ones as isort would

@@ -116,7 +116,8 @@ def _stashed(func: cst.FunctionDef) -> set[str]:
     return set()
 
 
-def _defines(body: Sequence[cst.BaseStatement], name: str) -> bool:
+def defines_method(body: Sequence[cst.BaseStatement], name: str) -> bool:
+    """A statement of ``body`` (a class body) defines the method ``name``."""
     return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in body)
 
 
@@ -184,7 +185,7 @@ class PipelineModels(Codemod):
         self.rewritten = True
         kv = v2_name != "PipelineModel"
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
-        if v3_base == "ModuleV3PipelineModelWithKVCache" and not _defines(body, "_module_default_dtype"):
+        if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
             body.append(self._default_dtype())
             self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
@@ -347,7 +348,7 @@ class PipelineModels(Codemod):
                 if name == HOOK and (runtime := v3_distributed_runtime(stmt)) is not None:
                     new, reads_session = runtime
                     self.rewrote(stmt, "MV382", f"{HOOK}(session, cfg) → ({new.params.params[1].name.value}): the V3 base calls it without a session")
-                    if reads_session and not _defines(body, "__init__"):
+                    if reads_session and not defines_method(body, "__init__"):
                         out.append(session_init(self.state).with_changes(leading_lines=stmt.leading_lines))
                         new = new.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
                     elif reads_session:

@@ -44,6 +44,7 @@ CODEMOD_DIRS = [
     "ports",
     "release_names",
     "dead_locals",
+    "layer_norm_affine",
 ]
 CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
 

@@ -270,6 +270,19 @@ def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_pa
     assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
 
 
+def test_a_v3_parameter_no_v2_weight_accounts_for_is_named_apart(tmp_path: Path) -> None:
+    """The probe checkpoint holds it (so names and shapes agree), but a checkpoint V2 loads does not:
+    L3 fails on such names (olmo's affine LayerNorm weights where V2 has a weightless one)."""
+    from migrate_v3.verify import archbuild
+
+    v2: archbuild.Signature = {"layers.0.mlp.weight": ((4, 8), "float32")}
+    v3: archbuild.Signature = {**v2, "layers.0.norm.weight": ((8,), "float32")}
+    only: set[str] = set()
+    names = archbuild.checkpoint_names((None, None), v2, v3, None, None, tmp_path, only)
+    assert set(names) == set(v3)
+    assert only == {"layers.0.norm.weight"}
+
+
 def test_a_v2_graph_that_mixes_devices_on_a_cpu_spec_is_built_on_a_gpu_spec(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typing import Any

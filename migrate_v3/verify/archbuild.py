@@ -965,7 +965,7 @@ class _Probe:
 
 
 def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc: Any, hf: Any,
-                     directory: Path) -> Signature:
+                     directory: Path, v3_only: set[str] | None = None) -> Signature:
     """The checkpoint both packages read: a name and shape per weight of either side.
 
     For each V2 weight, the checkpoint names (the V2 name and its tails under
@@ -973,7 +973,9 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
     when several do, the first the V3 adapter maps onto a V3 parameter wins,
     else the first. V3 parameters that no V2 weight accounts for are added the
     same way through the V3 adapter (so a head one side ties and the other
-    does not is in the checkpoint). A weight no candidate maps to is kept as is.
+    does not is in the checkpoint); those whose name no V2 weight gave go into
+    ``v3_only``: a checkpoint V2 loads has no such tensor, so ``compile`` on a real one raises
+    ``KeyError`` for each. A weight no candidate maps to is kept as is.
     """
     adapter2, adapter3 = adapters
     probe = _Probe(directory, adapter_prefixes(adapter2, adapter3))
@@ -1014,6 +1016,8 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
             continue
         found = _preimages(probe, adapter3, key, (shape, dtype), pc, hf)
         name, alt = found[0] if found else (key, shape)
+        if v3_only is not None and name not in out:  # (a V2 weight's own name: the V3 adapter reads it)
+            v3_only.add(key)
         out.setdefault(name, (alt, dtype))
     return out
 

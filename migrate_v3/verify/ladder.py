@@ -377,6 +377,8 @@ class _Pair:
     adapter_first: bool = False
     #: the V2 roots' own weight names (before any adapter), once :meth:`checkpoint` ran
     own2: set[str] = field(default_factory=set)
+    #: V3 parameters no V2 weight accounts for (the checkpoint got them only for the V3 side)
+    v3_only: set[str] = field(default_factory=set)
 
     def _stand_in_dtype(self, ckpt: archbuild.Checkpoint) -> str:
         """The dtype of a weight read before building: the checkpoint's, bfloat16 in a float8 one
@@ -561,8 +563,10 @@ class _Pair:
             if r.v3 is not None:
                 v3.update(sides.v3_signature(r.v3))
         self.own2 = set(v2)
+        self.v3_only.clear()
         return archbuild.checkpoint_names((self.adapter("v2"), self.adapter("v3")), v2, v3,
-                                          self.pipeline_config(ckpt), ckpt.hf_config, self.directory)
+                                          self.pipeline_config(ckpt), ckpt.hf_config, self.directory,
+                                          self.v3_only)
 
 
 #: A V2 reference that refuses to build without an accelerator says so (``only supported on gpu``,
@@ -689,6 +693,15 @@ def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbui
     sig2 = seen3 if n_roots == 1 else {k: v for k, v in seen3.items() if k in sig3}
     alignment = align_keys(sig2, sig3)
     via = " after the weight adapters" if set(seen3) != set(own2) else ""
+    extra = sorted(k for k in sig3 if k in pair.v3_only)
+    if alignment.ok and extra:  # names and shapes agree only because the probe checkpoint has them
+        holder = _holder(root.v3, extra[0])
+        of = f" of {'an' if type(holder).__name__[0] in 'AEIOU' else 'a'} {type(holder).__name__}" if holder is not None else ""
+        result.steps.append(Step(
+            "L3", False, f"{name}: {len(extra)} V3 parameters no V2 weight accounts for (e.g. {extra[0]}{of}): "
+            "a checkpoint V2 loads has no such tensor, so compile(weights=...) raises KeyError",
+            construction_site(root.v3, extra[0])))
+        return
     if alignment.ok:
         result.steps.append(Step("L3", True, f"{name}: {len(sig3)} parameters equal{via}"))
         return
