@@ -13,6 +13,18 @@ Recognised inside one class: ``self.H = <call>`` in ``__init__`` and, later in
 None``: the port computes ``norm(h) @ embed_tokens.weight.T`` when it has no
 head. Other aliases get a TODO.
 
+A head built with V2's ``tied_weight=self.E.weight`` (``ColumnParallelLinear``,
+alone or as ``self.E.weight if C else None``) becomes, where it is tied, a
+function of the embedding's weight, so every call of it (in the class, in a
+mixin, through a helper it is passed to) computes V2's ``x @ E.weight.T``
+and the checkpoint needs no head tensor:
+
+    self.lm_head = ColumnParallelLinear(..., tied_weight=(self.embed_tokens.weight if tie else None))
+    →  if tie:
+           self.lm_head = lambda x: x @ self.embed_tokens.weight.T  # tied: ...
+       else:
+           self.lm_head = ColumnParallelLinear(...)
+
     self.lm_head = Linear(...)
     if config.tie_word_embeddings:
         self.lm_head.set_shared_weight("weight", self.embed_tokens.weight)
@@ -33,7 +45,7 @@ from typing import TypeVar, cast
 import libcst as cst
 
 from codemods.args import self_attr, source
-from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos, nodes_of
 from migrate_v3.knowledge.layers import v2_symbol
 
 _FLAG = "tie_word_embeddings"
@@ -124,20 +136,92 @@ def _local_alias(stmt: cst.SimpleStatementLine) -> str | None:
     return None
 
 
+_TIED_KEYWORD = "tied_weight"
+
+
+def _tied_weight(stmt: cst.BaseStatement) -> tuple[str, str, cst.BaseExpression | None, cst.Call] | None:
+    """(H, E, condition, call) of ``self.H = X(..., tied_weight=self.E.weight)`` or of
+    ``tied_weight=(self.E.weight if C else None)`` (condition C)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)):
+        return None
+    head = self_attr(small.targets[0].target)
+    arg = next((a for a in small.value.args if a.keyword is not None and a.keyword.value == _TIED_KEYWORD), None)
+    if head is None or arg is None:
+        return None
+    value = arg.value
+    if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Name) and value.orelse.value == "None":
+        embedding = _embedding_weight(value.body)
+        return (head, embedding, value.test, small.value) if embedding else None
+    embedding = _embedding_weight(value)
+    return (head, embedding, None, small.value) if embedding else None
+
+
+def _other_reads(cls: cst.ClassDef, head: str) -> bool:
+    """``cls`` reads ``self.<head>`` other than by calling it, passing it or setting it."""
+    nodes = nodes_of(cls.body, (cst.Call, cst.Arg, cst.AssignTarget, cst.Attribute))
+    handled = {
+        id(n.func) if isinstance(n, cst.Call) else id(n.value) if isinstance(n, cst.Arg) else id(n.target)
+        for n in nodes if isinstance(n, cst.Call | cst.Arg | cst.AssignTarget)
+    }
+    return any(isinstance(n, cst.Attribute) and self_attr(n) == head and id(n) not in handled for n in nodes)
+
+
+def _without_tied_weight(call: cst.Call) -> cst.Call:
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == _TIED_KEYWORD)]
+    last = call.args[-1] if call.args else None
+    if args and last is not None and last.keyword is not None and last.keyword.value == _TIED_KEYWORD:
+        args[-1] = args[-1].with_changes(comma=last.comma)  # (its trailing comma, if any)
+    return call.with_changes(args=args)
+
+
+def _tied_head(tie: _Tie, untied: cst.SimpleStatementLine) -> cst.BaseStatement:
+    """``self.H = lambda x: x @ self.E.weight.T`` (under ``if C:``, ``untied`` in the ``else``)."""
+    tied = cst.parse_statement(
+        f"self.{tie.head} = lambda x: x @ self.{tie.embedding}.weight.T"
+        f"  # tied: V3 has no weight aliasing (V2's {_TIED_KEYWORD}=); the head computes with the embedding's weight\n"
+    )
+    if tie.condition is None:
+        return tied.with_changes(leading_lines=untied.leading_lines)
+    branch = cst.parse_statement(f"if {source(tie.condition)}:\n    pass\nelse:\n    pass\n")
+    assert isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
+    return branch.with_changes(
+        leading_lines=untied.leading_lines,
+        body=branch.body.with_changes(body=[tied]),
+        orelse=branch.orelse.with_changes(body=branch.orelse.body.with_changes(body=[untied.with_changes(leading_lines=[])])),
+    )
+
+
 class TiedEmbeddings(Codemod):
     PREFIX = "MV363"
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "set_shared_weight" in source or ".weight = self." in source
+        return "set_shared_weight" in source or ".weight = self." in source or f"{_TIED_KEYWORD}=" in source
 
     def __init__(self, state: FileState) -> None:
         super().__init__(state)
         #: per enclosing class: does it subclass V2 Transformer (ported by apply)?
         self.ported_base: list[bool] = []
+        #: per enclosing class: the heads its methods build with ``tied_weight=``
+        self.tied: list[list[_Tie]] = []
+        #: id of a ``tied_weight=`` head statement / of its call → the tie
+        self.tied_statements: dict[int, _Tie] = {}
+        self.tied_calls: set[int] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.ported_base.append(any(v2_symbol(self.qualname(b.value)) == "Transformer" for b in node.bases))
+        self.tied.append([])
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        found = _tied_weight(node) if self.tied else None
+        if found is not None:  # (the call loses tied_weight= before the layer rules see it)
+            head, embedding, condition, call = found
+            self.tied_statements[id(node)] = tie = _Tie(head, embedding, -1, -1, condition)
+            self.tied_calls.add(id(call))
+            self.tied[-1].append(tie)
 
     def _in_ported_transformer(self) -> bool:
         return bool(self.ported_base) and self.ported_base[-1]
@@ -145,6 +229,12 @@ class TiedEmbeddings(Codemod):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
+        tied = self.tied_statements.pop(id(original), None)
+        if tied is not None:
+            self.rewrote(original, "MV363", f"{_TIED_KEYWORD}: tied {tied.head} computes x @ {tied.embedding}.weight.T")
+            if tied.condition is None and self.state.statement_todos:
+                self.state.statement_todos[-1].clear()  # (the layer rules' notes on the call it replaces)
+            return _tied_head(tied, updated)  # type: ignore[return-value]
         head = _local_alias(original) if self._in_ported_transformer() else None
         if head is None:
             return updated
@@ -153,6 +243,9 @@ class TiedEmbeddings(Codemod):
         return new.with_changes(leading_lines=updated.leading_lines)  # type: ignore[return-value]
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if id(original) in self.tied_calls:
+            self.tied_calls.discard(id(original))
+            return _without_tied_weight(updated)
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value == "set_shared_weight":
             if self._in_ported_transformer() and isinstance(func.value, cst.Name):
@@ -166,7 +259,13 @@ class TiedEmbeddings(Codemod):
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.ported_base.pop()
+        heads = self.tied.pop()
         if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        if heads:  # the class's reads of such a head other than calls (``self.H.weight``) get a TODO
+            for head in heads:
+                if _other_reads(updated, head.head):  # (a transformer rebuilds every node: only then)
+                    updated = updated.visit(_HeadCalls(head, calls=False))  # type: ignore[assignment]
             return updated
         body = list(updated.body.body)
         for k, item in enumerate(body):
@@ -212,9 +311,11 @@ class _HeadCalls(cst.CSTTransformer):
     read of ``self.H`` (``self.H.weight``, ``if self.H is None``) gets a TODO: the head is ``None``
     (or absent) when tied, so the statement now means something else."""
 
-    def __init__(self, tie: _Tie) -> None:
+    def __init__(self, tie: _Tie, calls: bool = True) -> None:
         super().__init__()
         self.tie = tie
+        #: rewrite the calls and arguments (False: the head stays callable when tied, they need nothing)
+        self.calls = calls
         #: ids of the ``self.H`` nodes the call and argument rules replace
         self.handled: set[int] = set()
         #: per enclosing statement: whether it reads ``self.H`` some other way
@@ -223,6 +324,8 @@ class _HeadCalls(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.SimpleStatementLine | cst.BaseCompoundStatement):
             self.reads.append(False)
+        elif isinstance(node, cst.AssignTarget) and self_attr(node.target) == self.tie.head:
+            self.handled.add(id(node.target))  # (setting it is no read)
         elif isinstance(node, cst.Call) and self_attr(node.func) == self.tie.head:
             self.handled.add(id(node.func))
         elif isinstance(node, cst.Arg) and not node.star and self_attr(node.value) == self.tie.head:
@@ -234,15 +337,19 @@ class _HeadCalls(cst.CSTTransformer):
     def on_leave(self, original_node: _Node, updated_node: _Node) -> _Node | cst.RemovalSentinel | cst.FlattenSentinel[_Node]:
         result = super().on_leave(original_node, updated_node)
         if isinstance(original_node, cst.SimpleStatementLine | cst.BaseCompoundStatement) and self.reads.pop() and isinstance(result, cst.CSTNode):
+            now = (
+                f"a function of self.{self.tie.embedding}.weight {'when tied' if self.tie.condition is not None else '(tied)'}"
+                if not self.calls else "None when tied" if self.tie.condition is not None else "gone (tied)"
+            )
             note = (
-                f"{TODO_PREFIX}MV363 self.{self.tie.head} is {'None when tied' if self.tie.condition is not None else 'gone (tied)'}: "
+                f"{TODO_PREFIX}MV363 self.{self.tie.head} is {now}: "
                 f"this read of it means something else now; use self.{self.tie.embedding}.weight.T for the tied head"
             )
             result = cast(_Node, attach_todos(result, [note]))
         return result
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
+        if not self.calls or self_attr(updated.func) != self.tie.head or len(updated.args) != 1 or updated.args[0].keyword:
             return updated
         x = source(updated.args[0].value)
         tied = f"{x} @ self.{self.tie.embedding}.weight.T"
@@ -252,7 +359,7 @@ class _HeadCalls(cst.CSTTransformer):
         return cst.parse_expression(f"({tied} if self.{_FLAG} else {head})")
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
-        if self_attr(original.value) != self.tie.head or original.star:
+        if not self.calls or self_attr(original.value) != self.tie.head or original.star:
             return updated
         tied = f"(lambda x: x @ self.{self.tie.embedding}.weight.T)"
         if self.tie.condition is not None:

@@ -1,0 +1,49 @@
+"""MV363's ``tied_weight=`` rule on real MAX: the migrated head has V2's weight names, tied or not,
+and the module stages (``Module.trace``: no compile). The tied product itself, ``x @ E.weight.T``,
+is V2's ``ColumnParallelLinear(tied_weight=E.weight)`` by definition (one weight, transposed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from migrate_v3.pipeline import transform_source
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "fixtures" / "tied_embeddings" / "tied_weight.input.py"
+
+
+def _load(name: str, code: str, tmp_path: Path) -> ModuleType:
+    path = tmp_path / f"{name}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_a_tied_weight_head_has_v2s_weight_names_and_stages(tmp_path: Path, tie: bool) -> None:
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.tensor import TensorType
+    from max.graph import DeviceRef
+
+    v2 = _load(f"tied_v2_{tie}", CASE.read_text(), tmp_path)
+    v3 = _load(f"tied_v3_{tie}", transform_source(CASE.read_text()).code, tmp_path)
+
+    names2 = sorted(v2.LM(16, 8, tie, True, [DeviceRef.CPU()]).state_dict())
+    with F.lazy():
+        model = v3.LM(vocab=16, hidden=8, tie=tie, last=True, devices=[DeviceRef.CPU()])
+    names3 = sorted(name for name, _ in model.parameters)
+    assert names3 == names2 == (["embed_tokens.weight"] if tie else ["embed_tokens.weight", "lm_head.weight"])
+
+    model.to(CPU())
+    model.trace(TensorType(DType.int64, ["tokens"], DeviceRef.CPU()))
