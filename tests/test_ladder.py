@@ -765,3 +765,16 @@ def test_l5_feeds_each_input_in_its_own_dtype() -> None:
     assert ids.shape == (2, 6) and ids.min() >= 1 and ids.max() < 10
     assert isinstance(cache, Buffer) and cache.dtype == DType.bfloat16 and tuple(cache.shape) == (6, 4)
     assert scale.dtype.name == "float32" and scale.shape == (3,)
+
+
+def test_a_graph_that_fails_to_verify_says_what_the_verifier_found() -> None:
+    """MAX's first line ("Graph failed to verify. Please file an issue.") names no cause: the
+    verifier's ``error:`` line follows it (lfm2: a value from another graph inside an op)."""
+    from migrate_v3.verify import archbuild
+
+    exc = ValueError("Graph failed to verify. Please file an issue. This should be impossible.\n"
+                     "Verification failed:\nerror: unknown: 'mo.custom' op using value defined outside the region\n"
+                     " note: unknown: see current operation")
+    line = archbuild.failure("compile", exc).error
+    assert line.endswith("(error: unknown: 'mo.custom' op using value defined outside the region)")
+    assert archbuild.failure("x", ValueError("plain\nerror: not appended")).error == "ValueError: plain"

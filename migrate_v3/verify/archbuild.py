@@ -109,6 +109,9 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
     text = str(exc).strip().splitlines()
     message = f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+    diagnostic = next((ln.strip() for ln in text[1:] if ln.lstrip().startswith("error:")), None)
+    if diagnostic is not None and "failed to verify" in text[0]:  # MAX's first line says nothing of the cause
+        message += f" ({diagnostic[:200]})"
     return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]])
 
 

@@ -131,7 +131,7 @@ def probe(root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
 def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
            prefer: tuple[Path, ...], work: Path | None, l5: bool = False) -> None:
     if not (root / parent / arch / "arch.py").is_file():
-        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer)
+        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5)
         return
     arch2 = importlib.import_module(f"{v2_prefix}.{arch}.arch")
     entries2 = archbuild.arch_entries(arch2)
@@ -239,14 +239,15 @@ def _redtyped(pair: _Pair, ckpt: archbuild.Checkpoint, first: list[_Root], built
 
 
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
-                 prefer: tuple[Path, ...]) -> None:
+                 prefer: tuple[Path, ...], l5: bool = False) -> None:
     """A package without ``arch.py``: its root classes, built as ``verify`` builds them.
 
     The roots are the V2 classes no other class of the package builds or
     extends; each is built from constructor arguments ``verify`` makes on its
     own (the package's config class filled from the tiny ``transformers``
     config of the package's model type), its V3 class of the same name from
-    the same values, and traced with the inputs ``verify`` would feed.
+    the same values, and traced with the inputs ``verify`` would feed; ``l5``
+    also compiles both and compares them on seeded weights and inputs.
     """
     from migrate_v3.verify import auto, sides
     from migrate_v3.verify.runner import package_roots
@@ -292,17 +293,58 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
         result.steps.append(Step("L3", alignment.ok, f"{name}: " + (
             f"{alignment.v3_parameters} parameters equal" if alignment.ok else
             f"{len(alignment.issues)} weight issues (e.g. {alignment.issues[0].kind} {alignment.issues[0].key})")))
-        result.steps.append(_trace_root(name, made, v2, v3, v2_classes[name], target, prefer))
+        used: list[Any] = []
+        traced = _trace_root(name, made, v2, v3, v2_classes[name], target, prefer, used)
+        result.steps.append(traced)
+        if l5 and traced.ok and alignment.ok:
+            if before_l5 is not None:
+                before_l5(result)
+            result.steps.append(_l5_root(name, v2, v3, used, target, prefer))
     result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
 
 
+def _l5_root(name: str, v2: Any, v3: Any, types: list[Any], target: Any, prefer: tuple[Path, ...]) -> Step:
+    """L5 for a package root: both sides compiled with the input types L4 traced with and the same
+    seeded weights (V2's names, which L3 found equal to V3's), run on the same seeded inputs
+    (token ids below the smallest embedding table's rows)."""
+    import numpy as np
+
+    from migrate_v3.verify import sides
+    from migrate_v3.verify.compare import compare_output
+    from migrate_v3.verify.tensors import random_state_dict
+
+    signature = sides.v2_signature(v2)
+    weights = random_state_dict(signature, 0)
+    vocab = min((shape[0] for key, (shape, _) in signature.items() if "embed" in key and len(shape) == 2), default=32)
+    arrays = _feed(types, vocab, seed=1)
+    start = time.perf_counter()
+    try:
+        expected = sides.compile_v2(v2, weights, types, target, sides.new_session(target))(arrays)
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"V2 compile/run {name}", exc)
+        return Step("L5", False, f"V2 reference: {f.line()}", f.where, "v2")
+    try:
+        got = sides.compile_v3(v3, weights, types, target)(arrays)
+    except Exception as exc:  # noqa: BLE001
+        f = archbuild.failure(f"V3 compile/run {name}", exc, prefer)
+        return Step("L5", False, f"{name}: {f.line()}", f.where)
+    checks = [compare_output(i, a, b, adt, bdt, None)
+              for i, ((a, adt), (b, bdt)) in enumerate(zip(expected, got, strict=False))]
+    worst = max((c.max_abs for c in checks), default=0.0)
+    size = max((float(np.abs(a.astype(np.float64)).max()) for a, _ in expected if a.size), default=0.0)
+    ok = len(expected) == len(got) and all(c.passed for c in checks) and size > 0.0
+    return Step("L5", ok, f"{name}: {len(expected)} V2 / {len(got)} V3 outputs, max |diff| {worst:.3g} on "
+                f"outputs up to {size:.3g} ({'within' if ok else 'outside'} the dtype tolerance); compile and "
+                f"run {time.perf_counter() - start:.0f}s (verify's automatic case, seeded weights)")
+
+
 def _trace_root(name: str, made: Any, v2: Any, v3: Any, v2_cls: type, target: Any,
-                prefer: tuple[Path, ...]) -> Step:
+                prefer: tuple[Path, ...], used: list[Any] | None = None) -> Step:
     """L4 for a package root: ``trace`` with the input types the V2 module declares for its
     graph (:func:`auto.declared_input_types`: what its pipeline compiles it with), else with
     ``verify``'s automatic inputs and, when those fail, with the optional attention masks
     ``__call__`` takes too (:func:`auto.mask_inputs`). No inputs at all is a failure that
-    says why, never a trace with none."""
+    says why, never a trace with none. The types that traced go into ``used``."""
     from migrate_v3.verify import auto, sides
 
     declared = auto.declared_input_types(v2)
@@ -321,6 +363,8 @@ def _trace_root(name: str, made: Any, v2: Any, v3: Any, v2_cls: type, target: An
     for types, how in attempts:
         try:
             v3.trace(*types)
+            if used is not None:
+                used[:] = types  # (the input types L5 compiles with)
             return Step("L4", True, f"{name}: traced with {how}")
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure(f"trace {name}", exc, prefer)
