@@ -778,3 +778,22 @@ def test_a_graph_that_fails_to_verify_says_what_the_verifier_found() -> None:
     line = archbuild.failure("compile", exc).error
     assert line.endswith("(error: unknown: 'mo.custom' op using value defined outside the region)")
     assert archbuild.failure("x", ValueError("plain\nerror: not appended")).error == "ValueError: plain"
+
+
+def test_l5_compiles_a_root_the_load_path_builds_anew_never_the_one_l4_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V2 layer kept in a V3 module caches graph values per graph (lfm2's V2 rope): the module L4
+    traced would hand its compile graph a value of the trace's graph."""
+    from migrate_v3.verify import archbuild, ladder
+
+    class Root:
+        pass
+
+    traced, fresh, other = Root(), Root(), object()
+    built3 = archbuild.Built("v3", "Arch", roots=[archbuild.Capture(traced, (), {})])
+    pair = ladder._Pair(None, None, ("v2", "v3"), (), Path("."), "pkg")
+    monkeypatch.setattr(archbuild, "build", lambda *a, **k: archbuild.Built(
+        "v3", "Arch", roots=[archbuild.Capture(other, (), {}), archbuild.Capture(fresh, (), {})]))
+    root = ladder._Root("Root", archbuild.Capture(object(), (), {}), traced, "the load path")
+    assert ladder._untraced(pair, None, root, built3) is fresh  # type: ignore[arg-type]
+    replayed = ladder._Root("Root", archbuild.Capture(object(), (), {}), Root(), "replaying")
+    assert ladder._untraced(pair, None, replayed, built3) is replayed.v3  # type: ignore[arg-type]

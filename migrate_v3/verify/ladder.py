@@ -920,6 +920,22 @@ def _v3_weights(pair: _Pair, loaded: Any, ckpt: archbuild.Checkpoint) -> dict[st
     return archbuild.adapted(pair.adapter("v3"), loaded, pair.pipeline_config(ckpt), ckpt.hf_config)
 
 
+def _untraced(pair: _Pair, ckpt: archbuild.Checkpoint, root: _Root, built3: archbuild.Built) -> Any:
+    """The root's V3 module as the V3 load path builds it again, never traced: L4 traced
+    ``root.v3``, and a V2 layer kept inside a V3 module caches graph values per graph (V2's
+    ``RotaryEmbedding.freqs_cis``), which a second graph must not read (MAX's verifier: "using
+    value defined outside the region"). ``root.v3`` when the load path does not build it."""
+    if not any(c.module is root.v3 for c in built3.roots):
+        return root.v3
+    try:
+        again = archbuild.build(pair.entry3, "v3", ckpt, pair.prefixes, pair.prefer, adapt_weights=False,
+                                accelerator=pair.accelerator)
+    except Exception:  # noqa: BLE001 - the traced one stands
+        return root.v3
+    same = [c.module for c in again.roots if type(c.module) is type(root.v3)]
+    return same[0] if len(same) == 1 else root.v3
+
+
 def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbuild.Built,
         ckpt: archbuild.Checkpoint, pair: _Pair, traced: tuple[list[Any], Callable[[], dict[str, Any]]]) -> None:
     """Compile both sides with the checkpoint's seeded weights, run the same inputs, compare.
@@ -953,9 +969,10 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
                                  "(it never got there)", side="setup"))
         return
     types3, weights3 = (list(call.input_types), call.weights) if call is not None else (traced[0], None)
+    module3 = _untraced(pair, ckpt, root, built3)
     if weights3 is None:
         try:
-            params = {k for k, _ in root.v3.parameters}
+            params = {k for k, _ in module3.parameters}
             weights3 = {k: v for k, v in traced[1]().items() if k in params}
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure(f"V3 weights {name}", exc, prefer)
@@ -988,7 +1005,7 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
         result.steps.append(Step("L5", False, f"V2 reference: {f.line()}", f.where, "v2"))
         return
     try:
-        compiled = root.v3.compile(*types3, weights=weights3)
+        compiled = module3.compile(*types3, weights=weights3)
         got = [to_numpy(o) for o in sides.flatten_outputs(compiled(*sides.to_buffers(inputs3, target)))]
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"V3 compile/run {name}", exc, prefer)
