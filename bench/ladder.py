@@ -288,6 +288,10 @@ def _statement_lines(path: Path, line: int) -> tuple[list[str], int]:
 _MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
 _DTYPE_OF = re.compile(r"\bdtype \S+ checkpoint \S+ vs V3 \S+ of an? (\w+)(?: \((\w+)\))?")
+#: an L3 failure of weight names (V3 parameters the V2 checkpoint has no tensor for, or the reverse)
+_WEIGHT_NAMES = re.compile(r"no V2 weight accounts for|\b\d+ (?:unexpected|missing)\b")
+#: a TODO that says the V3 parameter names (checkpoint keys) may differ from V2's
+_NAMES_MAY_DIFFER = re.compile(r"TODO\(migrate-v3\): (?:MV301 [^\n]*\bparameter names\b|MV36[12] )")
 
 
 def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package: Path | None = None) -> str:
@@ -299,7 +303,8 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     ``NotImplementedError: X must implement `m```, a TODO that says to implement ``m``
     (``MV382``'s note on a pipeline model whose load path could not be rewritten); and an L3
     weight in another dtype than V2's, held by a ``RMSNorm`` say, is named by ``MV342``'s note
-    that a ``RMSNorm(dtype=...)`` lost its own dtype."""
+    that a ``RMSNorm(dtype=...)`` lost its own dtype; an L3 failure of weight names, by a note
+    that the names may differ (``MV301`` at a subclass of max's port, ``MV361``/``MV362``)."""
     site = _flagged_site(where, findings)
     if site or package is None or not package.is_dir():
         return site
@@ -313,6 +318,8 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
         said = re.compile(rf"TODO\(migrate-v3\): MV342 (?:{names})\(dtype=")
     elif unwritten is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bimplement\b[^\n]*\b{re.escape(unwritten.group(1))}\b")
+    elif _WEIGHT_NAMES.search(detail):  # MV301 (a subclass of max's port) or MV361/MV362: names may differ
+        said = _NAMES_MAY_DIFFER
     if said is not None:
         for py in package.rglob("*.py"):
             if said.search(py.read_text(errors="replace")):

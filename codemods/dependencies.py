@@ -112,6 +112,7 @@ class Dependencies(Codemod):
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
         self._lost_attributes(package, target, parts[1:], v2_names)
+        self._subclassed_ports(package, target, parts[1:], v2_names)
         self._changed_constructors(package, target, parts[1:], v2_names)
         self._gone_fields(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
@@ -211,6 +212,29 @@ class Dependencies(Codemod):
                     f"(a subclass of {name}) or read them from elsewhere",
                 )
 
+    def _subclassed_ports(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A V3 module class of an existing variant (max's port, not this run's migration) that
+        this module subclasses: the subclass takes the port's module tree, whose parameter names
+        need not be V2's (``llama3_modulev3``'s ``Llama3`` holds its layers under ``language_model``)."""
+        ctx = self.state.context
+        if ".".join([target, *rest]) not in ctx.v3_exports:
+            return
+        modules = [(name, local) for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node)
+                   if "forward" in v3 and "forward" not in v2
+                   for local in [_local_name(node, name)]]
+        if not modules:
+            return
+        module = self._whole_module()
+        for name, local in modules:
+            if any(isinstance(c, cst.ClassDef) and any(isinstance(b.value, cst.Name) and b.value.value == local for b in c.bases)
+                   for c in module.body):
+                self.todo(
+                    "MV301",
+                    f"{target}'s {name} is max's own port: a subclass takes its module tree, so its parameter names "
+                    f"(the checkpoint keys compile() binds) need not be V2 {package}'s {name}'s: compare them with "
+                    "`migrate-v3 weights check` and map them in the weight adapter",
+                )
+
     def _changed_constructors(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant's ``__init__`` takes what the V2 class's calls do not pass."""
         for name, v2, v3 in _class_pairs(self.state.context.class_signatures, package, target, rest, node):
@@ -223,18 +247,15 @@ class Dependencies(Codemod):
             if "**" in v3:
                 gone = []
             if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                local = _local_name(node, name)
                 changes(self.state).kv_from_config.add(local)
                 continue
             if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                local = _local_name(node, name)
                 changes(self.state).rope_device[local] = tuple(p.rstrip("=") for p in v3)
                 continue
             if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                local = _local_name(node, name)
                 changes(self.state).placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
                 continue
             if new_required or gone:
@@ -254,8 +275,7 @@ class Dependencies(Codemod):
         for name, v2, v3 in _class_pairs(ctx.class_fields, package, target, rest, node):
             gone = frozenset(_lost(v2, v3, v2)) if f"{prefix}.{name}" in ctx.data_classes else frozenset()
             if gone:
-                local = next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                              and a.asname and isinstance(a.asname.name, cst.Name)), name)
+                local = _local_name(node, name)
                 changes(self.state).fields_gone[local] = (target, gone)
 
     def _missing_names(self, module: str, node: cst.ImportFrom) -> list[str]:
@@ -485,6 +505,12 @@ def _only_super_init(init: cst.FunctionDef) -> bool:
 
 
 _KV = "kv_params"
+
+
+def _local_name(node: cst.ImportFrom, name: str) -> str:
+    """The name ``node`` binds for the imported ``name`` (its ``as`` name, if any)."""
+    return next((a.asname.name.value for a in _aliases(node) if a.name.value == name
+                 and a.asname and isinstance(a.asname.name, cst.Name)), name)
 
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
