@@ -68,6 +68,10 @@ V2_PREFIX = "max.pipelines.architectures"
 BASELINE = ROOT / "bench" / "ladder_baseline.json"
 ORDER = ("L0", "L1", "L2", "L3", "L4")
 TIMEOUT = 600  # seconds per package
+#: a probe interpreter stops itself past this resident memory (GB; ``MIGRATE_V3_LADDER_MAX_RSS_GB``):
+#: some V2 graphs take 11-14 GB to compile on CPU (umt5, llama4) and one grew past that until the
+#: kernel killed it, which on a 24 GB machine risks the processes beside it
+MAX_RSS_GB = float(os.environ.get("MIGRATE_V3_LADDER_MAX_RSS_GB", "16"))
 BATCH = 6  # packages per probe interpreter
 #: verify's default mypy cache: max's own modules (most of what mypy reads) are cached across runs,
 #: where a cache inside the temporary work tree made the first package pay for all of them (measured:
@@ -172,9 +176,29 @@ def l0(pkg: str, v3: str | None, tree: Path, report: dict[str, Any]) -> dict[str
     return {"rung": "L0", "ok": True, "detail": "", "where": "", "side": "v3"}
 
 
+def memory_guard(limit_gb: float, every: float = 1.0) -> None:
+    """Stop this interpreter (exit 3, saying why on stderr, which the parent reports) once its
+    resident memory passes ``limit_gb``: a clean failure instead of the kernel's SIGKILL."""
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def watch() -> None:
+        while True:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            if rss > limit_gb * 2**30:
+                print(f"the probe's memory passed {limit_gb:g} GB (RSS {rss / 2**30:.1f} GB): stopped "
+                      "(MIGRATE_V3_LADDER_MAX_RSS_GB sets the limit)", file=sys.stderr, flush=True)
+                os._exit(3)
+            time.sleep(every)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def probe_child(work: Path, pairs: list[str]) -> None:
     """(In the child interpreter.) Print each package's ladder result as one JSON line."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if Path("/proc/self/statm").is_file():
+        memory_guard(MAX_RSS_GB)
     from migrate_v3.verify import ladder
 
     def partial(result: Any) -> None:

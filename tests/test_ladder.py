@@ -813,3 +813,14 @@ def test_l5_compiles_a_root_the_load_path_builds_anew_never_the_one_l4_traced(mo
     assert ladder._untraced(pair, None, root, built3) is fresh  # type: ignore[arg-type]
     replayed = ladder._Root("Root", archbuild.Capture(object(), (), {}), Root(), "replaying")
     assert ladder._untraced(pair, None, replayed, built3) is replayed.v3  # type: ignore[arg-type]
+
+
+def test_a_probe_past_its_memory_limit_stops_itself_and_says_why() -> None:
+    """A V2 graph whose CPU compile grows without bound (qwen3_embedding: past 11 GB) stops the probe
+    cleanly, with a last stderr line the parent reports, before the kernel's SIGKILL."""
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import ladder; "
+            "ladder.memory_guard(0.001, every=0.01); time.sleep(30)")
+    run = subprocess.run([sys.executable, "-c", code, str(ROOT / "bench")], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 3
+    assert run.stderr.strip().splitlines()[-1].startswith("the probe's memory passed 0.001 GB")
