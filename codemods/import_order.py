@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
@@ -39,6 +39,7 @@ from codemods.base import Codemod, TransformContext, code_for
 from codemods.imports import (
     _alias_name,
     _import_line,
+    _is_docstring,
     _is_import_line,
     blanked_code,
     blanked_source,
@@ -413,6 +414,37 @@ class ImportOrder(Codemod):
         if at < len(block) and not _spacing(block[at].leading_lines):
             block = [*block[:at], block[at].with_changes(leading_lines=[cst.EmptyLine(), *block[at].leading_lines]), *block[at + 1 :]]
         return [*block[:at], new, *block[at:]]
+
+
+def with_imports(module: cst.Module, needed: Iterable[tuple[str, str, str | None]]) -> cst.Module:
+    """``module`` with ``from M import N [as A]`` for each of ``needed`` its top-level imports do
+    not bind yet, merged into its first import block or placed there as isort would
+    (:meth:`ImportOrder._merge_or_insert`). ``Imports`` adds what a rewrite asked for on a V2 file;
+    on a neutral file (no ``Imports``) the pipeline calls this."""
+    body = list(module.body)
+    bound = {local: target for stmt in body if isinstance(stmt, cst.SimpleStatementLine)
+             for small in stmt.body if isinstance(small, cst.Import | cst.ImportFrom)
+             for local, target in import_bindings(small)}
+    missing = sorted((m, n, a) for m, n, a in set(needed) if bound.get(a or n) != f"{m}.{n}")
+    if not missing:
+        return module
+    first = next((i for i, stmt in enumerate(body) if _is_import_line(stmt)), None)
+    if first is None:  # after the docstring
+        at = 1 if body and _is_docstring(body[0]) else 0
+        new = [layout(m, [(n, a)]) for m, n, a in missing]
+        return module.with_changes(body=[*body[:at], *new, *body[at:]])
+    end = next((i for i in range(first, len(body)) if not _is_import_line(body[i])), len(body))
+    block = [s for s in body[first:end] if isinstance(s, cst.SimpleStatementLine)]
+    head = block[0].leading_lines
+    try:
+        for m, n, a in missing:
+            block = ImportOrder._merge_or_insert(block, layout(m, [(n, a)]))
+    finally:
+        _KEYS.clear()
+        _CODES.clear()
+    if block[0].leading_lines != head:  # a statement put first takes the block's spacing
+        block[0] = block[0].with_changes(leading_lines=head)
+    return module.with_changes(body=[*body[:first], *block, *body[end:]])
 
 
 class NeutralImportOrder(ImportOrder):

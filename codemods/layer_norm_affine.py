@@ -23,7 +23,6 @@ A pipeline model that already overrides ``_create_model_config`` gets a TODO ins
 
 from __future__ import annotations
 
-import sys
 from typing import cast
 
 import libcst as cst
@@ -65,61 +64,6 @@ def _asks_for_layer_norm(cls: cst.ClassDef) -> bool:
         isinstance(s, cst.SimpleString) and s.evaluated_value == "layer_norm"
         for s in nodes_of(cls.body, (cst.SimpleString,), skip=(cst.Annotation,))
     )
-
-
-def _with_typing_any(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-    """``body`` with ``Any`` imported from ``typing``, where isort puts it: into an existing
-    ``from typing import``, else among the standard-library imports (``Imports`` does not run on a
-    neutral file)."""
-    after_future, first_import = 0, None
-    stdlib: list[tuple[int, str]] = []  # (index, module) of the top-level stdlib `from` imports
-    last_stdlib = None
-    for i, stmt in enumerate(body):
-        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-        if not isinstance(small, cst.Import | cst.ImportFrom):
-            continue
-        first_import = i if first_import is None else first_import
-        if isinstance(small, cst.Import):
-            if all(module_name(a.name).split(".")[0] in sys.stdlib_module_names for a in small.names):
-                last_stdlib = i
-            continue
-        if small.module is None or small.relative:
-            continue
-        mod = module_name(small.module)
-        if mod == "__future__":
-            after_future = i + 1
-        elif mod == "typing" and not isinstance(small.names, cst.ImportStar):
-            names = list(small.names)
-            if any(isinstance(a.name, cst.Name) and a.name.value == "Any" and a.asname is None for a in names):
-                return body
-            ordered = sorted([*names, cst.ImportAlias(name=cst.Name("Any"))], key=lambda a: module_name(a.name))
-            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-            # (the last alias keeps the statement's closing comma, if any)
-            names = [a.with_changes(comma=names[-1].comma if j == len(ordered) - 1 else comma) for j, a in enumerate(ordered)]
-            assert isinstance(stmt, cst.SimpleStatementLine)
-            body[i] = stmt.with_changes(body=[small.with_changes(names=names)])
-            return body
-        elif mod.split(".")[0] in sys.stdlib_module_names:
-            stdlib.append((i, mod))
-            last_stdlib = i
-    line = cst.parse_statement("from typing import Any\n")
-    later = [i for i, mod in stdlib if mod > "typing"]
-    if later:
-        at = later[0]
-        imp = cast(cst.SimpleStatementLine, body[at])
-        line = line.with_changes(leading_lines=imp.leading_lines)
-        body[at] = imp.with_changes(leading_lines=[])
-    elif last_stdlib is not None:
-        at = last_stdlib + 1
-    elif after_future or first_import is None:
-        at = after_future
-        line = line.with_changes(leading_lines=[cst.EmptyLine(indent=False)] if after_future else [])
-    else:  # a group of its own before the third-party / local imports
-        at = first_import
-        imp = cast(cst.SimpleStatementLine, body[at])
-        line = line.with_changes(leading_lines=imp.leading_lines)
-        body[at] = imp.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-    return [*body[:at], line, *body[at:]]
 
 
 def _says_affine(cls: cst.ClassDef) -> bool:
@@ -166,7 +110,6 @@ class LayerNormAffine(Codemod):
             return updated
         originals = {s.name.value: s for s in original.body if isinstance(s, cst.ClassDef)}
         body: list[cst.BaseStatement] = list(updated.body)
-        overridden = False
         for i, stmt in enumerate(body):
             if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
                 continue
@@ -188,7 +131,7 @@ class LayerNormAffine(Codemod):
                 continue
             else:
                 members.append(_override())
-                overridden = True
+                self.state.import_name("typing", "Any")
                 self.rewrote(where, "MV341", f"{stmt.name.value}: config.{_FIELD} = False (V2's layer_norm has no weights)")
             body[i] = stmt.with_changes(body=stmt.body.with_changes(body=members))
-        return updated.with_changes(body=_with_typing_any(body) if overridden else body)
+        return updated.with_changes(body=body)

@@ -37,7 +37,8 @@ from codemods.base import (
     prefilters_on,
     render,
 )
-from codemods.import_order import ImportOrder
+from codemods.import_order import ImportOrder, with_imports
+from codemods.imports import Imports
 from codemods.release_names import current_names
 from codemods.residual import statements
 from migrate_v3.classify import kind_of
@@ -191,6 +192,9 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
     engine = Engine([c(state) for c in selected], state)
     reference = reference_engine()
     new_module = module.visit(engine) if reference else engine.run(module)
+    if state.needed_imports and Imports not in selected:
+        # a neutral file: what its codemods asked to import (``Imports`` adds it on a V2 file)
+        new_module = with_imports(new_module, state.needed_imports)
     code = new_module.code if reference else render(new_module, state)
     parsed = False
     for text_pass in state.text_passes:
