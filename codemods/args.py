@@ -107,13 +107,50 @@ def relayout(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
     last = commas[-1] if commas else cst.MaybeSentinel.DEFAULT
     if isinstance(last, cst.Comma) and len(new) > len(original) and len(original) == 1:
         middle = last
+    # the space before ``)`` belongs to the last argument (``whitespace_after_arg``): it stays last
+    closing = original[-1].whitespace_after_arg if original else cst.SimpleWhitespace("")
+    # a comment after a comma belongs to the argument before it: it moves with that argument
+    owned = {id(a.value): a.comma for a in original if isinstance(a.comma, cst.Comma) and _comment_of(a.comma)}
     out: list[cst.Arg] = []
     for i, arg in enumerate(new):
+        after = arg.whitespace_after_arg
         if i == len(new) - 1:
-            comma = last
+            comma, after = last, closing
         elif i < len(commas) - 1 and isinstance(commas[i], cst.Comma):
             comma = commas[i]
         else:
             comma = middle
-        out.append(arg.with_changes(comma=comma))
+        if i < len(new) - 1 and after is closing:
+            after = cst.SimpleWhitespace("")
+        if isinstance(comma, cst.Comma):
+            mine = owned.get(id(arg.value))
+            if mine is not None and (i < len(new) - 1 or isinstance(last, cst.Comma)):
+                comma = _with_comment_of(comma, mine)
+            else:
+                comma = _uncommented(comma)
+        out.append(arg.with_changes(comma=comma, whitespace_after_arg=after))
     return out
+
+
+def _comment_of(comma: cst.Comma) -> bool:
+    ws = comma.whitespace_after
+    return isinstance(ws, cst.ParenthesizedWhitespace) and (
+        ws.first_line.comment is not None or any(line.comment is not None for line in ws.empty_lines)
+    )
+
+
+def _with_comment_of(comma: cst.Comma, owner: cst.Comma) -> cst.Comma:
+    """``comma`` (this position's line break and indent) carrying ``owner``'s comment."""
+    ws, mine = comma.whitespace_after, owner.whitespace_after
+    if not isinstance(ws, cst.ParenthesizedWhitespace) or not isinstance(mine, cst.ParenthesizedWhitespace):
+        return owner
+    return comma.with_changes(whitespace_after=ws.with_changes(first_line=mine.first_line, empty_lines=mine.empty_lines))
+
+
+def _uncommented(comma: cst.Comma) -> cst.Comma:
+    """``comma`` with the same line break and indent but not another argument's comment."""
+    ws = comma.whitespace_after
+    if not _comment_of(comma):
+        return comma
+    assert isinstance(ws, cst.ParenthesizedWhitespace)
+    return comma.with_changes(whitespace_after=ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[]))

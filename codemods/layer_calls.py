@@ -7,7 +7,8 @@ synchronisation) go; one that carries data stays, with a TODO. Recognised: a
 subclass's ``super().forward(...)`` / ``super().__call__(...)``, and
 ``self.X(...)`` where ``__init__`` of the same class set ``self.X = <layer>(...)``.
 
-The result is one Tensor, not a list: a following ``[E for v in r]`` over it
+The result is one Tensor, not a list: ``layer(x, signal_buffers)[0]`` becomes
+``layer(x)``, a following ``[E for v in r]`` over it
 becomes ``E`` with ``r`` for ``v`` (and a ``list[T]`` return annotation of a
 function that returns it becomes ``T``); any other use of ``r`` gets a TODO
 on the call.
@@ -37,6 +38,10 @@ def _layer(qual: str | None) -> str | None:
             return name
     return None
 
+
+
+#: layers whose V2 ``__call__`` took a list per device (``[x]``): V3 takes the one Tensor
+_SEQUENCE_INPUT = frozenset({"ColumnParallelLinear"})
 
 
 def _is_super_call(func: cst.BaseExpression) -> bool:
@@ -74,6 +79,8 @@ class LayerCalls(Codemod):
         self.returns_one: list[bool] = []
         #: per function: result name → its uses that a comprehension rewrite consumed
         self.consumed: list[dict[str, int]] = []
+        #: the calls rewritten here (ids): each returns one Tensor
+        self.one_tensor: set[int] = set()
 
     # --- where the layer is -----------------------------------------------------------
 
@@ -117,9 +124,30 @@ class LayerCalls(Codemod):
         args = [a for a in updated.args if a not in extra]
         if args:
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            first = args[0].value
+            if layer in _SEQUENCE_INPUT and isinstance(first, cst.List) and len(first.elements) == 1:
+                args[0] = args[0].with_changes(value=first.elements[0].value)  # [x] per device → x
         self.rewrote(original, "MV342", f"V3 {layer} takes no {', '.join(source(a.value) for a in extra)}")
         self.pending.append(layer)
-        return updated.with_changes(args=args)
+        call = updated.with_changes(args=args)
+        self.one_tensor.add(id(call))
+        return call
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """``layer(x, signal_buffers)[0]``: V2's first device's Tensor is V3's one Tensor."""
+        if not self.one_tensor or not isinstance(updated, cst.Subscript):
+            return updated  # (an earlier codemod may have replaced the subscript)
+        index = updated.slice[0].slice if len(updated.slice) == 1 else None
+        if (
+            id(updated.value) in self.one_tensor
+            and isinstance(index, cst.Index)
+            and isinstance(index.value, cst.Integer)
+            and index.value.value == "0"
+        ):
+            self.pending.clear()  # used as one Tensor: no note
+            self.rewrote(original, "MV342", f"{source(original.value)}[0] → the one Tensor V3 returns")
+            return updated.value
+        return updated
 
     # --- the result: one Tensor ---------------------------------------------------------
 

@@ -37,7 +37,7 @@ from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     ATTRIBUTE_RENAMES,
-    CALL_DROPS,
+    CALL_CAVEATS,
     FACTORY_BUILT,
     FACTORY_BUILT_BY_V2,
     FUNCTIONS,
@@ -540,7 +540,7 @@ class LayerConstructors(Codemod):
         """``self.x = <layer>(...)`` whose calls ``self.x(...)`` the call-site rule
         (``codemods.layer_calls``) rewrites or flags: a caveat about calling it is stale here."""
         attr = self.self_attr_of.get(id(original))
-        if v2 not in CALL_DROPS or attr is None or f"self.{attr}(" not in self.state.source or not self.class_nodes:
+        if v2 not in CALL_CAVEATS or attr is None or f"self.{attr}(" not in self.state.source or not self.class_nodes:
             return False
         node = self.class_nodes[-1][0]
         text = self.class_text.get(id(node))
@@ -860,18 +860,22 @@ class LayerConstructors(Codemod):
         )
         variant = RMSNORM_VARIANTS.get(key)
         skip = frozenset({"weight_offset", "multiply_before_cast"})
-        if variant is None:
-            # no V3 class computes this pair (or it is only known at run time): a helper takes both
+        dtype = bound.args.get("dtype")
+        pinned = source(dtype.value) if dtype is not None and _PINNED_DTYPE.search(source(dtype.value)) else None
+        if variant is None or pinned:
+            # no V3 class computes this pair (or it is only known at run time), or the weight keeps a
+            # dtype of its own that V2 cast to the input's: a helper takes them
             self.state.import_name(_NORM_MODULE, "RMSNorm")
             self.state.import_name(_NORM_MODULE, "rms_norm")
             self.state.import_name(_TENSOR_MODULE, "Tensor")
+            self.state.import_name("max.dtype", "DType")
             self.state.helpers[RMSNORM_OFFSET_HELPER_NAME] = RMSNORM_OFFSET_HELPER
-            self.rewrote(
-                original, "MV341",
-                f"RMSNorm(weight_offset={key[0]}, multiply_before_cast={key[1]}) → {RMSNORM_OFFSET_HELPER_NAME}",
-            )
-            new = self._rebuild(original, updated, bound, spec, RMSNORM_OFFSET_HELPER_NAME,
-                                extra=("weight_offset", "multiply_before_cast"))
+            why = f"weight_offset={key[0]}, multiply_before_cast={key[1]}"
+            if pinned:
+                why += f", dtype={pinned} kept: V2 cast the weight to the input's dtype"
+            self.rewrote(original, "MV341", f"RMSNorm({why}) → {RMSNORM_OFFSET_HELPER_NAME}")
+            extra = ("weight_offset", "multiply_before_cast", *(("dtype",) if pinned else ()))
+            new = self._rebuild(original, updated, bound, spec, RMSNORM_OFFSET_HELPER_NAME, extra=extra)
             self.state.needed_imports.discard((spec.v3_module, RMSNORM_OFFSET_HELPER_NAME, None))
             return new.with_changes(func=cst.Name(RMSNORM_OFFSET_HELPER_NAME))
         if variant == RMSNORM_HELPER_NAME:

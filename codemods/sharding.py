@@ -51,6 +51,7 @@ from codemods.shard_scan import (
     strategy_kind,
     target_form,
 )
+from migrate_v3.knowledge.ports import PORTS
 from migrate_v3.knowledge.sharding import CL_LINEAR, PER_DEVICE_KERNELS, STRATEGIES
 
 _COLLECTIVE_CLASSES = {
@@ -430,7 +431,7 @@ class Sharding(Codemod):
         elif qual is not None and qual.startswith("max.") and "ShardingStrategy" in qual:
             self.todo("MV390", "ShardingStrategy: V3 places weights on a DeviceMesh "
                       "(V2 rowwise = V3 col_parallel, V2 columnwise = V3 row_parallel)")
-        elif name in _SHARD_HELPERS[:2] and qual is not None and qual.startswith("max.nn"):
+        elif name in _SHARD_HELPERS[:2] and name not in PORTS and qual is not None and qual.startswith("max.nn"):
             self.todo("MV390", f"{name}: V3 runs one module on one distributed Tensor")
         elif isinstance(original.func, cst.Attribute) and original.func.attr.value == "shard":
             self.todo("MV390", ".shard(devices): V3 has no per-device module lists; use placements")

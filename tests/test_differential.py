@@ -8,7 +8,8 @@ through a Graph + session, V3 through ``F.lazy()`` + ``compile(weights=...)``.
 Only root classes compile. Families: the bundled tinylm, mpnet (embeddings,
 self-attention, encoder layer), bert (same plus pooling), olmo2's decoder MLP +
 norm, gemma3's MLP + its RMSNorm subclass (the ``super().__init__`` map and
-the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP, two V2 ``Conv1D`` (the tool's port).
+the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP, two V2 ``Conv1D`` (the tool's port),
+blocks run by ``forward_sequential_layers`` with V2 subgraphs (the tool's port).
 
 Every family is migrated and verified in one ``run_verify_many`` call (a
 module fixture), so their roots share one compiled graph per side (a cold
@@ -134,7 +135,12 @@ def test_mpnet_embeddings_self_attention_encoder_layer(verified: dict[str, tuple
 
 @pytest.mark.slow
 def test_olmo2_decoder_mlp_and_norm(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
-    assert_passes(verified["olmo2"][1], "Olmo2MLPBlock")
+    """Also a norm whose weight keeps its own dtype (bfloat16 in a float32 block): OffsetRMSNorm(dtype=)."""
+    v3, report = verified["olmo2"]
+    assert "OffsetRMSNorm(dim=hidden_size, eps=eps, multiply_before_cast=False, dtype=DType.bfloat16)" in (
+        v3 / "mlp_block.py"
+    ).read_text()
+    assert_passes(report, "Olmo2MLPBlock")
 
 
 @pytest.mark.slow
@@ -166,6 +172,22 @@ def test_conv1d_port(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
     v3, report = verified["conv1d"]
     assert "class Conv1D(Module[[Tensor], Tensor]):" in (v3 / "block.py").read_text()
     assert_passes(report, "Conv1DBlock")
+
+
+@pytest.mark.slow
+def test_forward_sequential_layers_port(tmp_path: Path) -> None:
+    """V2 staged the blocks as one shared subgraph; the port calls them in order: same outputs.
+
+    Verified on its own graph: V2 finds a subgraph's weights by ``weight_prefix_for_layer``
+    from the graph's root, which the shared graph of the other families moves.
+    """
+    v2, v3, applied = migrate(
+        "sequential", [(ROOT / "fixtures" / "ports" / "sequential_layers.input.py", "decoder.py")], tmp_path
+    )
+    assert "def forward_sequential_layers(" in (v3 / "decoder.py").read_text()
+    (report,) = run_verify_many([(v2, v3, {"apply_report": applied, "mypy": False, "only": ["Decoder"],
+                                           "spec": _spec_file(tmp_path, "SEQUENTIAL")})])
+    assert_passes(report, "Decoder")
 
 
 @pytest.mark.slow

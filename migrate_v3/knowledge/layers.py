@@ -442,13 +442,18 @@ class {RMSNORM_HELPER_NAME}(RMSNorm):
         return rms_norm(x, self.weight, self.eps, multiply_before_cast=True)
 '''
 #: Any other ``RMSNorm(weight_offset=…, multiply_before_cast=…)`` (``(1, False)``, a value only known at
-#: run time): V3 has no class for it, so this one is emitted into the module; it takes the two V2
-#: arguments as keywords, with V2's defaults.
+#: run time), or one whose ``dtype=`` is pinned (``norm_dtype``, ``DType.float32``): V3 has no class for
+#: it, so this one is emitted into the module; it takes the V2 arguments as keywords, with V2's
+#: defaults, and casts its weight to the input's dtype as V2's ``RMSNorm`` did.
 RMSNORM_OFFSET_HELPER_NAME = "OffsetRMSNorm"
 RMSNORM_OFFSET_HELPER = f'''
 
 class {RMSNORM_OFFSET_HELPER_NAME}(RMSNorm):
-    """V3 RMSNorm with V2's weight_offset and multiply_before_cast arguments; added by migrate-v3."""
+    """V3 RMSNorm with V2's weight_offset, multiply_before_cast and weight dtype; added by migrate-v3.
+
+    A ``dtype`` keeps the checkpoint's dtype for the weight (V2's ``dtype=``); as in V2, the weight
+    is cast to the input's dtype where it is applied.
+    """
 
     def __init__(
         self,
@@ -457,15 +462,18 @@ class {RMSNORM_OFFSET_HELPER_NAME}(RMSNorm):
         *,
         weight_offset: float = 0.0,
         multiply_before_cast: bool = True,
+        dtype: DType | None = None,
     ) -> None:
         super().__init__(dim, eps)
+        if dtype is not None:
+            self.weight = Tensor.ones([dim], dtype=dtype)
         self.weight_offset = weight_offset
         self.multiply_before_cast = multiply_before_cast
 
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(
             x,
-            self.weight,
+            self.weight.cast(x.dtype),
             self.eps,
             weight_offset=self.weight_offset,
             multiply_before_cast=self.multiply_before_cast,
@@ -562,4 +570,9 @@ def v2_symbol(qualified: str | None) -> str | None:
 #: no data and go): the layers whose V2 ``__call__`` took more (``codemods.layer_calls``)
 CALL_DROPS: dict[str, tuple[int, frozenset[str]]] = {
     "VocabParallelEmbedding": (1, frozenset({"signal_buffers"})),
+    # V2 ``__call__(x: Sequence[TensorValue], signal_buffers)`` allgathered a list per device
+    "ColumnParallelLinear": (1, frozenset({"signal_buffers"})),
 }
+#: of those, the layers whose ``caveat`` is about that call (stale where the calls are rewritten);
+#: ColumnParallelLinear's is about its sharded output, which stays true
+CALL_CAVEATS = frozenset({"VocabParallelEmbedding"})

@@ -140,7 +140,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "_compute_shard_range": Symbol("MV390"),
     "forward_moe_sharded_layers": Symbol("MV391"),
     "forward_sharded_layers": Symbol("MV391"),
-    "forward_sequential_layers": Symbol("MV391"),
+    "forward_sequential_layers": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "Allreduce": Symbol("MV391", "max.experimental.functional.allreduce_sum"),
     "Signals": Symbol("MV391", None, "signal buffers are automatic in V3"),
     "DistributedLogitsPostprocessMixin": Symbol("MV391", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),

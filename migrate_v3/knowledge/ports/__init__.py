@@ -33,6 +33,7 @@ PORTS: dict[str, str] = {
     "logits_postprocess": "logits_postprocess",
     "LogitsPostprocessMixin": "logits_mixin",
     "MultiheadAttention": "multihead_attention",
+    "forward_sequential_layers": "sequential_layers",
 }
 
 
