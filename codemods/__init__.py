@@ -32,6 +32,7 @@ from codemods.registration import Registration
 from codemods.residual import Residual
 from codemods.self_imports import SelfImports
 from codemods.sharding import Sharding, ShardingClasses
+from codemods.signal_inputs import SignalInputs
 from codemods.tensor_types import TensorTypes
 from codemods.tied_embeddings import TiedEmbeddings
 from codemods.weight_adapters import WeightAdapters
@@ -40,6 +41,7 @@ ORDER: list[type[Codemod]] = [
     GraphCompile,  # MV380-382: Graph + session.load → F.lazy() + model.compile()
     PipelineModels,  # MV383: V2 PipelineModel classes → ModuleV3 pipeline bases and hooks
     BatchProcessors,  # MV383: V2 single-replica batch processors → the ModuleV3 one (V3 input order)
+    SignalInputs,  # MV391: V2's signal buffer graph inputs go (V3 compile adds them; forward never reads them)
     KVCache,  # MV38x: flag KV-cache plumbing (TODO only)
     Sharding,  # MV39x: strategies → placements, per-device clones/loops → one module (TODO what has no V3 form)
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)

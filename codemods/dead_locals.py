@@ -72,7 +72,7 @@ def pure_expression(node: cst.BaseExpression, qualname: Callable[[cst.BaseExpres
     return False
 
 
-def _assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+def local_assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
     """``name = value`` (one target, one statement on the line)."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None
@@ -110,7 +110,7 @@ def _statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return out
 
 
-def _reads(code: str, name: str) -> int:
+def name_reads(code: str, name: str) -> int:
     """How often ``code`` reads ``name`` (not as an attribute, keyword or assignment target)."""
     text = _STRINGS_AND_COMMENTS.sub(lambda m: m.group("keep") or " ", code)
     return len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)(?!\s*=(?!=))", text))
@@ -224,7 +224,7 @@ class DeadLocals(Codemod):
         imports = False
         for stmt in _statements(original.body.body):
             imports = imports or _is_import(stmt)
-            found = _assignment(stmt)
+            found = local_assignment(stmt)
             if found is None:
                 continue
             name, value = found
@@ -284,7 +284,7 @@ class DeadLocals(Codemod):
             # (a statement as it was: the rewrites left it alone)
             gone = {
                 id(stmt) for stmt in (_statements(fn.body.body) if dead else ())
-                if (found := _assignment(stmt)) is not None and found[0] in dead and _code(stmt) in codes
+                if (found := local_assignment(stmt)) is not None and found[0] in dead and _code(stmt) in codes
             }
             body = _prune(body, gone) if gone else body
             unused = {local for local in import_locals if read[local]}
@@ -303,7 +303,7 @@ class DeadLocals(Codemod):
             return updated
         params = {p.name.value for p in (*updated.params.params, *updated.params.kwonly_params, *updated.params.posonly_params)}
         for i, (old, new) in enumerate(zip(olds, news, strict=True)):
-            was, now = _assignment(old), _assignment(new)
+            was, now = local_assignment(old), local_assignment(new)
             if was is None or now is None or isinstance(was[1], cst.Name) or not isinstance(now[1], cst.Name):
                 continue
             alias, target = now[0], now[1].value
