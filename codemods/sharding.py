@@ -158,10 +158,12 @@ class _Subst(cst.CSTTransformer):
 
 
 def _embedding_mesh(facts: ClassFacts) -> str | None:
-    """``self.<e>.weight.mesh`` of the class's ``VocabParallelEmbedding`` (a root's mesh), or None."""
-    for attr, callee in facts.built_by.items():
-        if callee == "VocabParallelEmbedding":
-            return f"self.{attr}.weight.mesh"
+    """``self.<e>.weight.mesh`` of the class's ``VocabParallelEmbedding`` (a root's mesh), else of its
+    ``Embedding`` (V3 places it on the model's device: every Tensor has a mesh), or None."""
+    for kind in ("VocabParallelEmbedding", "Embedding"):
+        for attr, callee in facts.built_by.items():
+            if callee == kind:
+                return f"self.{attr}.weight.mesh"
     return None
 
 
