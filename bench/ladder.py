@@ -52,6 +52,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,9 @@ TIMEOUT = 600  # seconds per package
 #: some V2 graphs take 11-14 GB to compile on CPU (umt5, llama4) and one grew past that until the
 #: kernel killed it, which on a 24 GB machine risks the processes beside it
 MAX_RSS_GB = float(os.environ.get("MIGRATE_V3_LADDER_MAX_RSS_GB", "16"))
+#: L0-L4 of one package take seconds (the slowest ~60 s); past this the probe stops that package
+#: (migrated code that loops forever while staging, seen: V2 ops.allgather iterating a V3 Tensor)
+PACKAGE_SECONDS = float(os.environ.get("MIGRATE_V3_LADDER_PACKAGE_SECONDS", "300"))
 BATCH = 6  # packages per probe interpreter
 #: verify's default mypy cache: max's own modules (most of what mypy reads) are cached across runs,
 #: where a cache inside the temporary work tree made the first package pay for all of them (measured:
@@ -207,11 +211,31 @@ def probe_child(work: Path, pairs: list[str]) -> None:
     ladder.before_l5 = partial
     probe = ladder.probe
     migrated = tuple(json.loads((work / "migrated.json").read_text()))
+    l5 = os.environ.get("MIGRATE_V3_LADDER_L5") == "1"
+
+    why = (f"this package's L0-L4 passed {PACKAGE_SECONDS:g} s: stopped "
+           "(MIGRATE_V3_LADDER_PACKAGE_SECONDS sets the limit)")
+    stopped: list[bool] = []
+
+    def stop(signum: int, frame: object) -> None:
+        stopped.append(True)
+        raise TimeoutError(why)
+
+    if not l5:  # (a compile is minutes of native code that a Python signal cannot interrupt anyway)
+        signal.signal(signal.SIGALRM, stop)
     for pair in pairs:
         arch, v3 = pair.split(":")
         print(f"LADDER-START {arch}", flush=True)
-        result = probe(work, PARENT, arch, v3, V2_PREFIX, work, migrated,
-                       l5=os.environ.get("MIGRATE_V3_LADDER_L5") == "1")
+        if not l5:
+            signal.setitimer(signal.ITIMER_REAL, PACKAGE_SECONDS)
+        stopped.clear()
+        try:
+            result = probe(work, PARENT, arch, v3, V2_PREFIX, work, migrated, l5=l5)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        first = next((step for step in result.steps if not step.ok), None)
+        if stopped and first is not None and why not in first.detail:
+            first.detail = f"{why}; there: {first.detail}"  # (the stop may surface as another error)
         print("LADDER-JSON " + json.dumps(result.to_json()), flush=True)
 
 

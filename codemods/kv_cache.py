@@ -33,6 +33,7 @@ from codemods.kv_trace import (
     bridged_forward,
     flat_forward,
     has_own_call,
+    v3_input_order,
 )
 from codemods.resolve import import_bindings
 
@@ -125,7 +126,12 @@ class KVCache(Codemod):
                 self.rewrote(original, "MV384", f"trace() override → flat forward() calling the class's own, now {STRUCTURED}()")
                 self._rewrote_with_trace(original, i, code)
                 body = [_renamed(s) for s in body]
+                result, v2_order = v3_input_order(result)
                 body[i] = result
+                if v2_order is not None:
+                    # V3's pipelines pass tokens, return_n_logits, input_row_offsets: the inputs follow
+                    self.rewrote(original, "MV384", f"forward() reads its inputs in V3's order ({', '.join(V3_ORDER)})")
+                    body = self._reorder_input_types(body, v2_order)
             else:
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 self.rewrote(original, "MV384", "trace() override → root forward() unflattening the KV inputs")

@@ -190,6 +190,46 @@ def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cs
     return result
 
 
+def v3_input_order(forward: cst.FunctionDef) -> tuple[cst.FunctionDef, list[str] | None]:
+    """A flat ``forward`` that takes (or reads with ``next(it)``) ``tokens``, ``input_row_offsets``,
+    ``return_n_logits`` in another order than V3's pipelines pass them: in :data:`V3_ORDER`, with
+    the order it had (None when it already had V3's or is not that shape)."""
+    params = list(forward.params.params)
+    names = [p.name.value for p in params[1:4]]
+    if sorted(names) == sorted(V3_ORDER) and names != list(V3_ORDER):
+        by_name = {p.name.value: p for p in params[1:4]}
+        moved = [by_name[n].with_changes(comma=params[1 + i].comma) for i, n in enumerate(V3_ORDER)]
+        return forward.with_changes(params=forward.params.with_changes(params=[params[0], *moved, *params[4:]])), names
+    if not isinstance(forward.body, cst.IndentedBlock):
+        return forward, None
+    stmts = list(forward.body.body)
+    for i in range(len(stmts) - 2):
+        reads = [_next_read(s) for s in stmts[i : i + 3]]
+        if any(r is None for r in reads):
+            continue
+        order = [r for r in reads if r is not None]
+        if sorted(order) != sorted(V3_ORDER) or order == list(V3_ORDER):
+            continue
+        statement_of = dict(zip(order, stmts[i : i + 3], strict=True))
+        stmts[i : i + 3] = [
+            statement_of[n].with_changes(leading_lines=stmts[i + k].leading_lines)  # type: ignore[attr-defined]
+            for k, n in enumerate(V3_ORDER)
+        ]
+        return forward.with_changes(body=forward.body.with_changes(body=stmts)), order
+    return forward, None
+
+
+def _next_read(stmt: cst.BaseStatement) -> str | None:
+    """``name = next(it)``: ``name``."""
+    small = _small(stmt)
+    if (
+        isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+        and isinstance(small.value, cst.Call) and source(small.value.func) == "next" and len(small.value.args) == 1
+    ):
+        return small.targets[0].target.value
+    return None
+
+
 #: the V3 paged cache, imported under this name (the file may still import max.nn's V2 alias)
 V3_CACHE = ("max.experimental.nn.common_layers.kv_cache", "PagedCacheValues", "MeshPagedCacheValues")
 _MESH_TO = re.compile(r"\.to\((self(?:\.\w+)+\.mesh)\)")

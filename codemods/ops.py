@@ -152,6 +152,8 @@ class Ops(Codemod):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = original.func
         op = self._op_name(func)
+        if op and updated.func is not func and not updated.func.deep_equals(func):
+            return updated  # an earlier codemod rewrote the call (``F.allgather`` for ``ops.allgather``)
         if op:
             return self._op_call(original, updated, op)
         qual = self.qualname(func)

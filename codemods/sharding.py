@@ -421,6 +421,9 @@ class Sharding(Codemod):
             if rewritten is not None:
                 return rewritten
         qual = self.qualname(original.func)
+        gathered = self._allgather(original, updated, qual)
+        if gathered is not None:
+            return gathered
         if qual is not None and qual.endswith(".forward_sharded_layers") and len(updated.args) == 2 and not any(
             a.keyword or a.star for a in updated.args
         ):
@@ -438,6 +441,25 @@ class Sharding(Codemod):
         elif isinstance(original.func, cst.Attribute) and original.func.attr.value == "shard":
             self.todo("MV390", ".shard(devices): V3 has no per-device module lists; use placements")
         return updated
+
+    def _allgather(self, original: cst.Call, updated: cst.Call, qual: str | None) -> cst.BaseExpression | None:
+        """``ops.allgather(xs, signal_buffers[, axis=a])`` of a per-device list this rule made one
+        distributed Tensor → ``F.allgather(xs, tensor_axis=a)``: V2 concatenated the devices' values,
+        V3 gathers the Tensor's shards the same way (V2's per-device list was its shards)."""
+        if qual not in ("max.graph.ops.allgather", "max.graph.ops.allgather.allgather") or not self._per_device:
+            return None
+        positional = [a for a in updated.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: a for a in updated.args if a.keyword is not None}
+        if len(positional) != 2 or set(keywords) - {"axis"} or any(a.star for a in updated.args):
+            return None
+        first = original.args[0].value
+        if not (isinstance(first, cst.Name) and first.value in self._per_device[-1]):
+            return None
+        axis = source(keywords["axis"].value) if "axis" in keywords else "0"
+        self.state.needed_imports.update(_REPLICATED_IMPORTS)
+        self.rewrote(original, "MV391", "ops.allgather of a per-device list → F.allgather of the one distributed Tensor")
+        self._distributed.add(id(original))
+        return _expr(f"F.allgather({source(positional[0].value)}, tensor_axis={axis})")
 
     def _alias(self, cls: _ClassState, node: cst.BaseExpression) -> str | None:
         name = dotted(node)

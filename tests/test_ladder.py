@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -824,3 +825,16 @@ def test_a_probe_past_its_memory_limit_stops_itself_and_says_why() -> None:
                          timeout=60, check=False)
     assert run.returncode == 3
     assert run.stderr.strip().splitlines()[-1].startswith("the probe's memory passed 0.001 GB")
+
+
+def test_a_package_past_its_time_limit_is_stopped_and_says_why(tmp_path: Path) -> None:
+    """Migrated code that loops forever while staging (V2 ``ops.allgather`` iterating a V3 Tensor
+    did) stops that package with a failure that says so, instead of hanging the ladder and CI."""
+    out = tmp_path / "ladder.json"
+    env = {**os.environ, "MIGRATE_V3_LADDER_PACKAGE_SECONDS": "0.01"}
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "ladder.py"), "bert", "--json", str(out)],
+                         capture_output=True, text=True, check=False, env=env, timeout=600)
+    assert out.is_file(), run.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["packages"]
+    failed = [s for s in row["steps"] if not s["ok"]]
+    assert failed and "L0-L4 passed 0.01 s: stopped" in failed[0]["detail"], row["steps"]
