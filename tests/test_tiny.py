@@ -60,10 +60,33 @@ def test_fill_config_takes_the_fields_it_shares_and_names_what_is_missing() -> N
         tiny.fill_config(Needs, hf)
 
 
-def test_a_strict_config_refusing_a_towers_class_defaults_keeps_its_own() -> None:
+def test_a_strict_config_refusing_a_towers_class_defaults_gets_the_values_its_validation_insists_on() -> None:
     # gemma4_assistant's text_config defaults to None; Gemma4TextConfig's own defaults fail its validation
+    # (``if text_config.hidden_size_per_layer_input != 0: raise``, ...): those fields take what it insists on
     config = tiny.tiny_hf_config("gemma4_assistant", ["Gemma4AssistantForCausalLM"])
     assert tiny.too_big(config) == []
+    text = config.text_config
+    assert text is not None and text.hidden_size_per_layer_input == 0 and text.enable_moe_block is False
+    assert text.num_kv_shared_layers == text.num_hidden_layers == tiny.LAYERS
+
+
+def test_validator_requirements_are_read_from_the_config_classes_own_raising_ifs() -> None:
+    from transformers import PretrainedConfig
+
+    class Strict(PretrainedConfig):
+        def validate_tower(self) -> None:
+            if self.sub_config.width != 0:
+                raise ValueError("width must be 0")
+            if self.sub_config.shared is not False or self.sub_config.kept != self.sub_config.depth:
+                raise ValueError("no sharing; every layer kept")
+            if self.sub_config.free != 3:
+                pass  # no raise: not a requirement
+
+    assert tiny.validator_requirements(Strict) == [
+        ("width", ("value", 0)), ("shared", ("value", False)), ("kept", ("field", "depth"))]
+    values = {"sub_config": {"width": 8, "shared": True, "kept": 0, "depth": 2}, "other": 1}
+    assert tiny._accepted(values, tiny.validator_requirements(Strict)) == {
+        "sub_config": {"width": 0, "shared": False, "kept": 2, "depth": 2}, "other": 1}
 
 
 def _package(root, name: str, files: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -318,6 +341,7 @@ def test_a_missing_table_the_code_subscripts_is_a_dict_of_its_keys_valued_as_fie
 
 def test_a_missing_field_the_configs_own_validation_refuses_is_not_added() -> None:
     config = tiny.tiny_hf_config("gemma4_assistant")  # its text_config must have no per-layer inputs
+    config.text_config = None
     text = tiny.tiny_hf_config("gemma4").text_config  # a sibling's, with per-layer inputs
     assert text.hidden_size_per_layer_input
     assert tiny.fill_missing(config, "", ("text_config",), tiny.ConfigReads(), wanted=text) is None

@@ -198,18 +198,71 @@ def tiny_hf_config(model_type: str, architectures: Iterable[str] = ()) -> Any:
     for key, sub in (getattr(cls, "sub_configs", None) or {}).items():
         if defaults.get(key) is None and isinstance(sub, type) and hasattr(sub, "to_dict"):
             defaults[key] = sub().to_dict()  # every tower the model type declares, built
+    values = {**defaults, **_shrunk(defaults)}
     try:
-        config = cls(**{**defaults, **_shrunk(defaults)})
+        config = cls(**values)
     except Exception:  # noqa: BLE001 - a strict config refusing a tower's class defaults
         if defaults == plain:
             raise
-        config = cls(**{**plain, **_shrunk(plain)})
+        try:  # the values its own validation code insists on, then as it is
+            config = cls(**_accepted(values, validator_requirements(cls)))
+        except Exception:  # noqa: BLE001
+            config = cls(**{**plain, **_shrunk(plain)})
     for key, value in _shrunk(config.to_dict()).items():  # what __post_init__ derived
         if not _SUBCONFIG.match(key):
             setattr(config, key, value)
     if architectures:
         config.architectures = list(architectures)
     return config
+
+
+def validator_requirements(cls: type) -> list[tuple[str, tuple[str, Any]]]:
+    """What a config class's own code raises unless it holds: ``(field, ("value", v))`` for
+    ``if x.field != v: raise`` (``is not v`` too), ``(field, ("field", other))`` for
+    ``if x.field != x.other: raise``; read from the source of ``cls`` and its bases (not
+    ``PretrainedConfig``'s, which every config shares)."""
+    import ast
+    import inspect
+
+    from transformers import PretrainedConfig
+
+    out: list[tuple[str, tuple[str, Any]]] = []
+    for klass in getattr(cls, "__mro__", (cls,)):
+        if klass in PretrainedConfig.__mro__:
+            continue
+        try:
+            tree = ast.parse(inspect.getsource(klass).lstrip())
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body)):
+                continue
+            terms = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+            for term in terms:
+                if not (isinstance(term, ast.Compare) and len(term.ops) == 1
+                        and isinstance(term.ops[0], (ast.NotEq, ast.IsNot)) and isinstance(term.left, ast.Attribute)):
+                    continue
+                right = term.comparators[0]
+                if isinstance(right, ast.Constant):
+                    out.append((term.left.attr, ("value", right.value)))
+                elif isinstance(right, ast.Attribute) and ast.unparse(right.value) == ast.unparse(term.left.value):
+                    out.append((term.left.attr, ("field", right.attr)))
+    return list(dict.fromkeys(out))
+
+
+def _accepted(values: dict[str, Any], requirements: list[tuple[str, tuple[str, Any]]]) -> dict[str, Any]:
+    """``values`` (a config's keyword arguments, sub-configs as dicts) with each field
+    :func:`validator_requirements` names set as required, in every (sub-)config that has it."""
+    out = copy.deepcopy(values)
+    for table in [out, *(v for k, v in out.items() if _SUBCONFIG.match(k) and isinstance(v, dict))]:
+        for name, (kind, want) in requirements:
+            if name not in table:
+                continue
+            if kind == "value":
+                table[name] = want
+            elif want in table:
+                table[name] = table[want]
+    return out
 
 
 def too_big(config: Any) -> list[str]:
