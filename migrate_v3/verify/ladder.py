@@ -478,9 +478,10 @@ class _Pair:
         ``section.field``, or None."""
         from migrate_v3.verify import tiny
 
-        if built.roots or built.failure is None:
-            return None
-        found = tiny.asked_setting(built.failure.message or built.failure.error, self.pipeline_config(ckpt))
+        text = (built.failure.message or built.failure.error) if built.failure is not None else ""
+        if built.roots or "--" not in text:
+            return None  # (no flag named: no pipeline config to make)
+        found = tiny.asked_setting(text, self.pipeline_config(ckpt))
         if found is None or found in ckpt.settings:
             return None
         self.settings.append(found)
