@@ -345,6 +345,38 @@ def test_a_v2_reference_that_refuses_a_cpu_reports_where_it_stops_on_a_gpu_spec(
     assert pair.accelerator and built2.failure is not None and "sparse attention" in built2.failure.error
 
 
+@pytest.mark.needs_max
+def test_a_setting_the_v2_load_path_names_as_a_flag_is_turned_on_for_both_sides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, tiny
+    from migrate_v3.verify.ladder import _Pair
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def build(entry: Any, side: str, ckpt: Any, *args: Any, accelerator: bool = False, **kwargs: Any
+              ) -> archbuild.Built:
+        seen.append((side, dict(ckpt.settings)))
+        out = archbuild.Built(side, "X", accelerator=accelerator)
+        if not ckpt.settings:
+            out.failure = archbuild.Failure("load path", "ValueError: X needs the bitmask input", message=(
+                "X needs the bitmask input: --no-sampler-grammar turns it off; elsewhere it follows "
+                "--enable-structured-output"))
+        else:
+            out.roots = [archbuild.Capture(object(), (), {})]
+        return out
+
+    monkeypatch.setattr(archbuild, "build", build)
+    monkeypatch.setattr(archbuild, "encoding_for", lambda entry: "float32")
+    model_dir, weights = tiny.checkpoint_dir(tiny.tiny_hf_config("llama", ["LlamaForCausalLM"]), tmp_path / "c")
+    pair = _Pair(None, None, ("p",), (), tmp_path, "p.x")
+    ckpt, built2, _ = pair.first_pass(archbuild.Checkpoint("llama", None, model_dir, weights))
+    assert pair.settings == ["sampling.enable_structured_output"] and built2.roots and built2.failure is None
+    assert ckpt.settings == {"sampling.enable_structured_output": True}
+    assert seen[-1] == ("v3", {"sampling.enable_structured_output": True})  # the V3 side gets it too
+
+
 def test_a_module_constructed_inside_another_roots_constructor_is_not_a_root() -> None:
     from typing import Any
 

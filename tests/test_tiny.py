@@ -60,10 +60,33 @@ def test_fill_config_takes_the_fields_it_shares_and_names_what_is_missing() -> N
         tiny.fill_config(Needs, hf)
 
 
-def test_a_strict_config_refusing_a_towers_class_defaults_keeps_its_own() -> None:
+def test_a_strict_config_refusing_a_towers_class_defaults_gets_the_values_its_validation_insists_on() -> None:
     # gemma4_assistant's text_config defaults to None; Gemma4TextConfig's own defaults fail its validation
+    # (``if text_config.hidden_size_per_layer_input != 0: raise``, ...): those fields take what it insists on
     config = tiny.tiny_hf_config("gemma4_assistant", ["Gemma4AssistantForCausalLM"])
     assert tiny.too_big(config) == []
+    text = config.text_config
+    assert text is not None and text.hidden_size_per_layer_input == 0 and text.enable_moe_block is False
+    assert text.num_kv_shared_layers == text.num_hidden_layers == tiny.LAYERS
+
+
+def test_validator_requirements_are_read_from_the_config_classes_own_raising_ifs() -> None:
+    from transformers import PretrainedConfig
+
+    class Strict(PretrainedConfig):
+        def validate_tower(self) -> None:
+            if self.sub_config.width != 0:
+                raise ValueError("width must be 0")
+            if self.sub_config.shared is not False or self.sub_config.kept != self.sub_config.depth:
+                raise ValueError("no sharing; every layer kept")
+            if self.sub_config.free != 3:
+                pass  # no raise: not a requirement
+
+    assert tiny.validator_requirements(Strict) == [
+        ("width", ("value", 0)), ("shared", ("value", False)), ("kept", ("field", "depth"))]
+    values = {"sub_config": {"width": 8, "shared": True, "kept": 0, "depth": 2}, "other": 1}
+    assert tiny._accepted(values, tiny.validator_requirements(Strict)) == {
+        "sub_config": {"width": 0, "shared": False, "kept": 2, "depth": 2}, "other": 1}
 
 
 def _package(root, name: str, files: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -318,7 +341,67 @@ def test_a_missing_table_the_code_subscripts_is_a_dict_of_its_keys_valued_as_fie
 
 def test_a_missing_field_the_configs_own_validation_refuses_is_not_added() -> None:
     config = tiny.tiny_hf_config("gemma4_assistant")  # its text_config must have no per-layer inputs
+    config.text_config = None
     text = tiny.tiny_hf_config("gemma4").text_config  # a sibling's, with per-layer inputs
     assert text.hidden_size_per_layer_input
     assert tiny.fill_missing(config, "", ("text_config",), tiny.ConfigReads(), wanted=text) is None
     assert config.text_config is None and tiny._valid(config)  # config.json can still be written
+
+
+def test_a_field_takes_the_default_the_code_reads_it_with_then_a_layers_parameter_default(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = ("def f(hf_vision_config):\n"
+            "    a = getattr(hf_vision_config, 'merge_kernel_size', [2, 2])\n"
+            "    b = getattr(hf_vision_config, 'pos_h', 0)\n"  # 0: the code's "absent", not a value
+            "    return a, b, hf_vision_config.pos_h, hf_vision_config.grid\n"
+            "class Embed:\n"
+            "    def __init__(self, pos_h: int = 64, grid: int = 100000, *, scale: float = 0.5) -> None:\n"
+            "        pass\n")
+    reads = tiny.package_reads(_package(tmp_path, "vl", {"layers.py": code}))
+    assert reads.read_defaults == {"merge_kernel_size": [2, 2]}
+    assert reads.param_defaults == {"pos_h": 64, "grid": 100000, "scale": 0.5}
+    config = tiny.tiny_hf_config("llama")
+    assert tiny._fill_value("merge_kernel_size", config, reads) == (True, [2, 2])
+    assert tiny._fill_value("pos_h", config, reads) == (True, 64)  # the layer's own default
+    assert tiny._fill_value("grid", config, reads) == (False, None)  # not tiny: no value
+    assert tiny._fill_value("ignore_index", config, reads) == (True, -100)
+
+
+def test_a_missing_language_tower_is_the_flat_config_itself() -> None:
+    config = tiny.tiny_hf_config("llama")  # a flat language model's config; the code reads text_config
+    config.vision_config = tiny.tiny_hf_config("llava").vision_config
+    done = tiny.fill_missing(config, "", ("text_config",), tiny.ConfigReads())
+    assert done is not None and done.startswith("text_config=")
+    text = config.text_config
+    assert type(text) is type(config) and text is not config and text.hidden_size == config.hidden_size
+    assert not hasattr(text, "vision_config")  # the tower has no towers of its own
+    # a field then missing on the tower (the config itself has it) is added to the tower
+    config.moe_layer_freq = 1
+    assert tiny.fill_missing(config, "LlamaConfig", ("moe_layer_freq",), tiny.ConfigReads(),
+                             wanted=1) == "text_config.moe_layer_freq=1"
+    assert tiny.fill_missing(tiny.tiny_hf_config("llava"), "", ("llm_config",), tiny.ConfigReads()) is None
+
+
+def test_a_list_the_load_path_says_must_not_contain_an_entry_loses_it() -> None:
+    error = "NotImplementedError: DFlash dflash_config.target_layer_ids must not contain 0 for the current impl"
+    owner, path, wanted = tiny.missing_field(error) or ("", (), None)
+    assert (owner, path, wanted) == ("", ("dflash_config", "target_layer_ids"), tiny.Without(0))
+    config = tiny.tiny_hf_config("llama")
+    config.dflash_config = {"target_layer_ids": [0, 1]}
+    assert tiny.fill_missing(config, owner, path, tiny.ConfigReads(), wanted=wanted) == (
+        "dflash_config.target_layer_ids=[1]")
+    assert tiny.fill_missing(config, owner, path, tiny.ConfigReads(), wanted=wanted) is None  # nothing to drop
+
+
+@pytest.mark.needs_max
+def test_a_setting_the_load_path_names_as_a_flag_is_found_and_turned_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model_dir, weights = tiny.checkpoint_dir(tiny.tiny_hf_config("llama", ["LlamaForCausalLM"]), tmp_path)
+    plain = tiny.pipeline_config(model_dir, weights, "float32")
+    error = ("ValueError: X needs the bitmask input. Exporting turns it on and --no-sampler-grammar turns it off; "
+             "elsewhere it follows --enable-structured-output (or a tool parser)")
+    assert tiny.asked_setting(error, plain) == "sampling.enable_structured_output"
+    assert tiny.asked_setting("ValueError: try --no-sampler-grammar or --not-a-setting", plain) is None
+    on = tiny.pipeline_config(model_dir, weights, "float32", speculative="eagle",
+                              settings={"sampling.enable_structured_output": True})
+    assert on.sampling.enable_structured_output and on.needs_bitmask_constraints
+    assert not plain.sampling.enable_structured_output  # the default section is not shared
+    assert tiny.asked_setting(error, on) is None  # on already

@@ -54,6 +54,8 @@ class Failure:
     error: str
     where: str = ""
     frames: list[str] = field(default_factory=list)
+    #: the whole exception message (``error`` keeps the first 300 characters of its first line)
+    message: str = ""
 
     def line(self) -> str:
         return f"{self.step}: {self.error}" + (f" [{self.where}]" if self.where else "")
@@ -112,7 +114,8 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
     diagnostic = next((ln.strip() for ln in text[1:] if ln.lstrip().startswith("error:")), None)
     if diagnostic is not None and "failed to verify" in text[0]:  # MAX's first line says nothing of the cause
         message += f" ({diagnostic[:200]})"
-    return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]])
+    return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]],
+                   str(exc)[:4000])
 
 
 def unset_class_attributes(cls: type) -> dict[str, Any]:
@@ -386,6 +389,8 @@ class Checkpoint:
     speculative: str | None = None
     #: the encoding both sides are built with, when not :func:`encoding_for`'s (a quantized one)
     encoding: str | None = None
+    #: pipeline settings (``sampling.enable_structured_output``) both sides are built with
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def with_weights(self, names: Signature, seed: int | None = None) -> tuple[Checkpoint, Any]:
         """This checkpoint with tensors under ``names`` (and the loaded ``Weights``).
@@ -524,7 +529,8 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     out = Built(side, entry.name, accelerator=accelerator)
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
-                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative, checkpoint.hf_config)
+                                  MAX_SEQ_LEN, accelerator, checkpoint.speculative, checkpoint.hf_config,
+                                  checkpoint.settings)
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
         return out

@@ -170,6 +170,9 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                                        + ", ".join(pair.filled))
         if pair.read:
             result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
+        if pair.settings:
+            result.config_notes.append("pipeline settings the V2 load path named as a flag it needs, turned on "
+                                       "(both sides): " + ", ".join(pair.settings))
         if first2.defaults:
             result.config_notes.append("class attributes a base of the pipeline model declares and only its other "
                                        "subclasses set, given: "
@@ -417,6 +420,9 @@ class _Pair:
     package_dir: Path | None = None
     #: config fields the V2 load path stopped on for want of, added (``path=value``)
     filled: list[str] = field(default_factory=list)
+    #: pipeline settings the V2 load path named as a command-line flag it needs, turned on
+    #: (``section.field (--flag)``, :func:`tiny.asked_setting`)
+    settings: list[str] = field(default_factory=list)
     #: the V2 load path insists on its weight adapter even on the first pass (it asserts one)
     adapter_first: bool = False
     #: the V2 roots' own weight names (before any adapter), once :meth:`checkpoint` ran
@@ -460,10 +466,26 @@ class _Pair:
         if built.roots or built.failure is None or (found := tiny.missing_field(built.failure.error)) is None:
             return None
         owner, path, value = found
-        if any(f.split("=")[0].endswith(".".join(path)) for f in self.filled):
-            return None  # added once already and still missing: not a field this config can give
         reads = tiny.package_reads(self.package_dir) if self.package_dir is not None else tiny.ConfigReads()
-        return tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir, value)
+        done = tiny.fill_missing(ckpt.hf_config, owner, path, reads, self.package_dir, value)
+        if done is not None and done in self.filled:
+            return None  # added once already and still wanted: not a field this config can give
+        return done
+
+    def _setting(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> str | None:
+        """The pipeline setting a V2 load path that built nothing names as the command-line flag
+        it needs (:func:`tiny.asked_setting`: ``--enable-structured-output``), once each; its
+        ``section.field``, or None."""
+        from migrate_v3.verify import tiny
+
+        text = (built.failure.message or built.failure.error) if built.failure is not None else ""
+        if built.roots or "--" not in text:
+            return None  # (no flag named: no pipeline config to make)
+        found = tiny.asked_setting(text, self.pipeline_config(ckpt))
+        if found is None or found in ckpt.settings:
+            return None
+        self.settings.append(found)
+        return found
 
     def first_pass(self, ckpt: archbuild.Checkpoint
                    ) -> tuple[archbuild.Checkpoint, archbuild.Built, archbuild.Built]:
@@ -478,7 +500,9 @@ class _Pair:
         prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
-        :func:`tiny.fill_missing`: values derived as the tiny config's own are).
+        :func:`tiny.fill_missing`: values derived as the tiny config's own are), and each
+        pipeline setting it names as the flag it needs (``--enable-structured-output``) turned
+        on for both sides (:attr:`settings`).
         """
         built2 = archbuild.build(self.entry2, "v2", ckpt, self.prefixes, adapt_weights=False)
         if not built2.roots and built2.failure is not None and _ADAPTER.search(built2.failure.error):
@@ -505,6 +529,8 @@ class _Pair:
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (quantized := self._quantized(ckpt, retry)) is not None:
                     ckpt = quantized
+                elif (setting := self._setting(ckpt, retry)) is not None:
+                    ckpt = dataclasses.replace(ckpt, settings={**ckpt.settings, setting: True})
                 elif (filled := self._fill(ckpt, retry)) is not None:
                     self.filled.append(filled)
                     ckpt = ckpt.rewritten(self.directory / f"config{len(self.filled)}")
@@ -546,7 +572,8 @@ class _Pair:
         from migrate_v3.verify import tiny
 
         return tiny.pipeline_config(ckpt.model_dir, ckpt.weights, ckpt.encoding or archbuild.encoding_for(self.entry2),
-                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative, ckpt.hf_config)
+                                    archbuild.MAX_SEQ_LEN, self.accelerator, ckpt.speculative, ckpt.hf_config,
+                                    ckpt.settings)
 
     def roots(self, built2: archbuild.Built, built3: archbuild.Built) -> list[_Root] | Step:
         """Each V2 root with its V3 module (built by the V3 pipeline, else replayed), or why not."""

@@ -198,18 +198,71 @@ def tiny_hf_config(model_type: str, architectures: Iterable[str] = ()) -> Any:
     for key, sub in (getattr(cls, "sub_configs", None) or {}).items():
         if defaults.get(key) is None and isinstance(sub, type) and hasattr(sub, "to_dict"):
             defaults[key] = sub().to_dict()  # every tower the model type declares, built
+    values = {**defaults, **_shrunk(defaults)}
     try:
-        config = cls(**{**defaults, **_shrunk(defaults)})
+        config = cls(**values)
     except Exception:  # noqa: BLE001 - a strict config refusing a tower's class defaults
         if defaults == plain:
             raise
-        config = cls(**{**plain, **_shrunk(plain)})
+        try:  # the values its own validation code insists on, then as it is
+            config = cls(**_accepted(values, validator_requirements(cls)))
+        except Exception:  # noqa: BLE001
+            config = cls(**{**plain, **_shrunk(plain)})
     for key, value in _shrunk(config.to_dict()).items():  # what __post_init__ derived
         if not _SUBCONFIG.match(key):
             setattr(config, key, value)
     if architectures:
         config.architectures = list(architectures)
     return config
+
+
+def validator_requirements(cls: type) -> list[tuple[str, tuple[str, Any]]]:
+    """What a config class's own code raises unless it holds: ``(field, ("value", v))`` for
+    ``if x.field != v: raise`` (``is not v`` too), ``(field, ("field", other))`` for
+    ``if x.field != x.other: raise``; read from the source of ``cls`` and its bases (not
+    ``PretrainedConfig``'s, which every config shares)."""
+    import ast
+    import inspect
+
+    from transformers import PretrainedConfig
+
+    out: list[tuple[str, tuple[str, Any]]] = []
+    for klass in getattr(cls, "__mro__", (cls,)):
+        if klass in PretrainedConfig.__mro__:
+            continue
+        try:
+            tree = ast.parse(inspect.getsource(klass).lstrip())
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body)):
+                continue
+            terms = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+            for term in terms:
+                if not (isinstance(term, ast.Compare) and len(term.ops) == 1
+                        and isinstance(term.ops[0], (ast.NotEq, ast.IsNot)) and isinstance(term.left, ast.Attribute)):
+                    continue
+                right = term.comparators[0]
+                if isinstance(right, ast.Constant):
+                    out.append((term.left.attr, ("value", right.value)))
+                elif isinstance(right, ast.Attribute) and ast.unparse(right.value) == ast.unparse(term.left.value):
+                    out.append((term.left.attr, ("field", right.attr)))
+    return list(dict.fromkeys(out))
+
+
+def _accepted(values: dict[str, Any], requirements: list[tuple[str, tuple[str, Any]]]) -> dict[str, Any]:
+    """``values`` (a config's keyword arguments, sub-configs as dicts) with each field
+    :func:`validator_requirements` names set as required, in every (sub-)config that has it."""
+    out = copy.deepcopy(values)
+    for table in [out, *(v for k, v in out.items() if _SUBCONFIG.match(k) and isinstance(v, dict))]:
+        for name, (kind, want) in requirements:
+            if name not in table:
+                continue
+            if kind == "value":
+                table[name] = want
+            elif want in table:
+                table[name] = table[want]
+    return out
 
 
 def too_big(config: Any) -> list[str]:
@@ -249,7 +302,8 @@ def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
 
 
 def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
-                    accelerator: bool = False, speculative: str | None = None, hf_config: Any = None) -> Any:
+                    accelerator: bool = False, speculative: str | None = None, hf_config: Any = None,
+                    settings: Mapping[str, Any] | None = None) -> Any:
     """The ``PipelineConfig`` a pipeline model takes, for a local tiny checkpoint on CPU.
 
     ``accelerator``: the model's device spec says GPU 0 (the devices the
@@ -258,7 +312,8 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
     ``speculative``: a speculative method (``eagle``, ``dflash``, ...); the
     draft model is the same tiny checkpoint (what a fused target + draft
     architecture is configured from). ``hf_config``: the config ``config.json``
-    was written from (:func:`restore_sub_configs`).
+    was written from (:func:`restore_sub_configs`). ``settings``: ``section.field``
+    -> value set on the pipeline config's sections (:func:`asked_setting`).
 
     The model config is a real ``MAXModelConfig`` (it reads ``config.json``
     like any local model); the pipeline config around it is built with
@@ -274,15 +329,49 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
         device_specs=[DeviceSpec.accelerator() if accelerator else DeviceSpec.cpu()], max_length=max_length,
     )
     restore_sub_configs(model.huggingface_config, hf_config)
+    given = _settings(PipelineConfig, settings)
     if speculative is None:
-        return PipelineConfig.model_construct(models=ModelManifest({"main": model}))
+        return PipelineConfig.model_construct(models=ModelManifest({"main": model}), **given)
     from max.pipelines.speculative.config import SpeculativeConfig
 
     draft = model.model_copy(deep=True)
     return PipelineConfig.model_construct(
         models=ModelManifest({"main": model, "draft": draft}),
-        speculative=SpeculativeConfig(speculative_method=speculative, num_speculative_tokens=2),
+        speculative=SpeculativeConfig(speculative_method=speculative, num_speculative_tokens=2), **given,
     )
+
+
+def _settings(cls: Any, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``model_construct`` arguments of pydantic model ``cls`` with ``section.field`` values set:
+    each named section its default with those fields changed (nothing validated, as
+    ``model_construct`` validates nothing)."""
+    out: dict[str, Any] = {}
+    for path, value in (settings or {}).items():
+        section, _, name = path.rpartition(".")
+        if not section:
+            out[name] = value
+            continue
+        current = out.get(section) or cls.model_fields[section].get_default(call_default_factory=True)
+        out[section] = current.model_copy(update={name: value})
+    return out
+
+
+#: A command-line flag an error names (``--enable-structured-output``); ``--no-x`` turns something off.
+_FLAG = re.compile(r"(?<![\w-])--(?!no-)(?P<flag>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)\b")
+
+
+def asked_setting(error: str, config: Any) -> str | None:
+    """The ``section.field`` of a pipeline config (``sampling.enable_structured_output``) that a
+    load path's error names as a command-line flag (``--enable-structured-output``), when that
+    field is a bool that is off in ``config``: what the load path asks to be turned on."""
+    sections = [("", config)] + [(name, getattr(config, name, None)) for name in type(config).model_fields]
+    for found in _FLAG.finditer(error):
+        name = found.group("flag").replace("-", "_")
+        for where, section in sections:
+            fields = getattr(type(section), "model_fields", None)
+            if isinstance(fields, Mapping) and name in fields and getattr(section, name, None) is False:
+                return f"{where}.{name}" if where else name
+    return None
 
 
 def speculative_method(package_dir: Path) -> str | None:
@@ -377,6 +466,8 @@ SHAPED: dict[str, Any] = {
     "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
     # a speculative draft's block: the 2 speculative tokens of tiny.pipeline_config, plus one
     "block_size": 3,
+    # the label a loss skips: PyTorch's cross-entropy default, the value multimodal HF configs give it
+    "ignore_index": -100,
 }
 
 
@@ -414,6 +505,13 @@ class ConfigReads:
     scalars: set[str] = dataclasses.field(default_factory=set)
     #: the layer kinds the package names (module constants ``SPARSE = "sparse_attention"``)
     layer_kinds: set[str] = dataclasses.field(default_factory=set)
+    #: parameter name -> the literal default a function of the package gives a parameter of that
+    #: name (``def __init__(self, init_pos_emb_height: int = 64)``): what a layer assumes when
+    #: not told, used after :attr:`defaults`
+    param_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: field name -> the literal default the code reads it with (``getattr(hf, "x", [2, 2])``):
+    #: what it assumes of a checkpoint without the field, used before :attr:`defaults`
+    read_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -474,11 +572,23 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                     continue
                 if called == "hasattr" or (called == "getattr" and len(node.args) > 2):
                     out.optional.add(field_name)  # the code only asks, or has its own default
+                    if called == "getattr":
+                        found, value = _declared_default(node.args[2])
+                        if found and value:  # (0, "", None: the code's "absent", not a value)
+                            out.read_defaults.setdefault(field_name, value)
                     continue
                 out.attrs.setdefault(kind, set()).add(field_name)
             elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
                 for name, value in _refused(node.test):
                     out.required.setdefault(name, value)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                positional = [*args.posonlyargs, *args.args]
+                pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True),
+                         *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)]
+                for arg, default in pairs:
+                    if isinstance(default, ast.Constant) and default.value is not None:
+                        out.param_defaults.setdefault(arg.arg, default.value)
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and ast.unparse(node.annotation) in ("int", "float")):
                 out.scalars.add(node.target.id)
@@ -537,7 +647,9 @@ def _sub_configs(config: Any) -> dict[str, Any]:
 
 def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
     """A value for field ``name`` missing on ``config``: a sub-config's, a tiny width, the
-    package's own default for a field of that name; (False, None) when there is none.
+    package's own default for a field of that name (the one it reads the field with,
+    ``getattr(hf, name, default)``, else a config field's, else a function
+    parameter's when it is a number no larger than :data:`LIMIT`); (False, None) when there is none.
     ``layer_types`` of a package that names its layer kinds and no ``full_attention`` (the
     kind :func:`derived` gives) cycles through its kinds."""
     for holder in (config, *_sub_configs(config).values()):
@@ -555,10 +667,15 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
     found, value = derived(name, config)
     if found:
         return True, value
+    if name in reads.read_defaults:
+        return True, copy.deepcopy(reads.read_defaults[name])
     if name in reads.defaults and reads.defaults[name] is not None:
         return True, reads.defaults[name]
     if name in reads.empty:
         return True, copy.deepcopy(reads.empty[name])
+    value = reads.param_defaults.get(name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= LIMIT:
+        return True, value  # a layer's own default for a parameter of that name, if tiny
     return False, None
 
 
@@ -646,13 +763,27 @@ def per_layer(current: Any, layers: int) -> list[Any]:
     return [seq[i % len(seq)] for i in range(layers)] if seq else [0] * layers
 
 
+@dataclasses.dataclass(frozen=True)
+class Without:
+    """The value a load path wants of a list it says must not contain ``entry``: the list without it."""
+
+    entry: Any
+
+
+#: ``dflash_config.target_layer_ids must not contain 0``
+_MUST_NOT_CONTAIN = re.compile(r"\b(?P<path>\w+(?:\.\w+)?) must not contain (?P<entry>-?\d+)\b")
+
+
 def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
     """(owner class name or "", dotted path, the value the error asks for or None) of the config
     field a load path's error says is missing or wants; a per-layer list it says is short
-    wants :class:`PerLayer`."""
+    wants :class:`PerLayer`, a list it says must not contain an entry :class:`Without`."""
     short = _SHORT_LIST.search(error)
     if short:
         return "", (short.group("path"),), PerLayer(int(short.group("layers")))
+    refused = _MUST_NOT_CONTAIN.search(error)
+    if refused:
+        return "", tuple(refused.group("path").split(".")), Without(int(refused.group("entry")))
     for pattern in _MISSING:
         found = pattern.search(error)
         if found:
@@ -672,15 +803,17 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     package's defaults), or ``wanted`` (the value the error names); a missing ``*_config``
     sub-config is the same sub-config of a sibling package's model type (the model type the
     package builds on; one the config class does not declare comes back from ``config.json``
-    as a dict, and :func:`pipeline_config` restores the object), else one made from the fields
+    as a dict, and :func:`pipeline_config` restores the object), else for a language tower
+    the config itself (:func:`_language_tower`), else one made from the fields
     the package reads on it (:func:`_read_sub_config`); ``a.b`` sets key ``b`` of the
     dict ``a`` (made when absent); a per-layer list the error says is short
     (:class:`PerLayer`) gets one entry per layer; a table the code subscripts with string keys
     (``hf.attention_other_setting["num_attention_groups"]``) is a dict of those keys, each the
     config's own value of that name or valued as a missing field is.
     """
-    holders = [config, *_sub_configs(config).values()]
-    holder = next((h for h in holders if not owner or type(h).__name__ == owner), None)
+    holders = [h for h in [config, *_sub_configs(config).values()] if not owner or type(h).__name__ == owner]
+    # of several of that class (a language tower copied from the config), the one lacking the field
+    holder = next((h for h in holders if len(path) > 1 or not _has(h, path[0])), holders[0] if holders else None)
     if holder is None:
         return None
     *outer, name = path
@@ -697,12 +830,19 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     if isinstance(wanted, PerLayer):
         ok, value = True, per_layer(table.get(name) if isinstance(table, dict) else getattr(table, name, None),
                                     wanted.layers)
+    elif isinstance(wanted, Without):
+        current = table.get(name) if isinstance(table, dict) else getattr(table, name, None)
+        entries = list(current) if isinstance(current, (list, tuple)) else []
+        value = [v for v in entries if v != wanted.entry]
+        ok = bool(value) and len(value) < len(entries)
     elif wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
         # a tower its class does not declare comes back from config.json as a dict:
         # pipeline_config gives the loaded config this object (restore_sub_configs)
         ok, value = _sibling_sub_config(name, package_dir)
+        if not ok:
+            ok, value = _language_tower(name, holder)
         if not ok:
             ok, value = _read_sub_config(name, reads)
     else:
@@ -733,6 +873,25 @@ def _sibling_sub_config(name: str, package_dir: Path | None) -> tuple[bool, Any]
         if sub is not None and hasattr(sub, "to_dict"):
             return True, sub
     return False, None
+
+
+#: The sub-config names of a language model tower (what ``getattr(hf, "text_config", hf)`` reads).
+_LANGUAGE_TOWERS = ("text_config", "language_config", "llm_config")
+
+
+def _language_tower(name: str, config: Any) -> tuple[bool, Any]:
+    """A copy of ``config`` without its sub-configs, as the missing language tower ``name``, when
+    ``config`` is itself a language model's (it has a vocabulary and layers): the code reads a
+    composite checkpoint's ``text_config`` where the model type's own config is flat."""
+    if name not in _LANGUAGE_TOWERS or not hasattr(config, "to_dict"):
+        return False, None
+    own = vars(config)
+    if not (isinstance(own.get("vocab_size"), int) and isinstance(own.get("num_hidden_layers"), int)):
+        return False, None
+    tower = copy.deepcopy(config)
+    for key in [k for k in vars(tower) if _SUBCONFIG.match(k)]:
+        delattr(tower, key)
+    return True, tower
 
 
 def _read_sub_config(name: str, reads: ConfigReads) -> tuple[bool, Any]:
