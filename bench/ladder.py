@@ -215,11 +215,9 @@ def probe_child(work: Path, pairs: list[str]) -> None:
 
     why = (f"this package's L0-L4 passed {PACKAGE_SECONDS:g} s: stopped "
            "(MIGRATE_V3_LADDER_PACKAGE_SECONDS sets the limit)")
-    stopped: list[bool] = []
 
     def stop(signum: int, frame: object) -> None:
-        stopped.append(True)
-        raise TimeoutError(why)
+        raise ladder.Stopped(why)
 
     if not l5:  # (a compile is minutes of native code that a Python signal cannot interrupt anyway)
         signal.signal(signal.SIGALRM, stop)
@@ -228,14 +226,10 @@ def probe_child(work: Path, pairs: list[str]) -> None:
         print(f"LADDER-START {arch}", flush=True)
         if not l5:
             signal.setitimer(signal.ITIMER_REAL, PACKAGE_SECONDS)
-        stopped.clear()
         try:
             result = probe(work, PARENT, arch, v3, V2_PREFIX, work, migrated, l5=l5)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        first = next((step for step in result.steps if not step.ok), None)
-        if stopped and first is not None and why not in first.detail:
-            first.detail = f"{why}; there: {first.detail}"  # (the stop may surface as another error)
         print("LADDER-JSON " + json.dumps(result.to_json()), flush=True)
 
 

@@ -870,3 +870,4 @@ def test_a_package_past_its_time_limit_is_stopped_and_says_why(tmp_path: Path) -
     (row,) = json.loads(out.read_text())["packages"]
     failed = [s for s in row["steps"] if not s["ok"]]
     assert failed and "L0-L4 passed 0.01 s: stopped" in failed[0]["detail"], row["steps"]
+    assert row["steps"][-1] == failed[0], row["steps"]  # the package ends where it was stopped

@@ -81,11 +81,21 @@ def module_names(pkg: Path, parent: str) -> list[str]:
     return names
 
 
+class Stopped(BaseException):
+    """Raised by a caller's deadline: the probe ends there and its rungs so far stand.
+
+    A ``BaseException`` so that no rung's ``except Exception`` (a failure
+    recorded, a fallback tried) swallows it and goes on climbing.
+    """
+
+
 def _import_all(names: list[str], prefer: tuple[Path, ...]) -> list[Step]:
     steps: dict[tuple[str, str], Step] = {}
     for name in names:
         try:
             importlib.import_module(name)
+        except Stopped:
+            raise
         except BaseException as exc:  # noqa: BLE001 - SystemExit included: a module must not end the probe
             f = archbuild.failure(f"import {name}", exc, prefer)
             key = (f.error, f.where)
@@ -117,10 +127,14 @@ def probe(root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     names = module_names(pkg_dir, parent)
-    failures = _import_all(names, prefer)
-    result.steps += failures or [Step("L1", True, f"{len(names)} modules")]
     try:
+        failures = _import_all(names, prefer)
+        result.steps += failures or [Step("L1", True, f"{len(names)} modules")]
         _climb(result, root, parent, arch, v3_name, v2_prefix, prefer, work, l5)
+    except Stopped as exc:
+        rungs = [step.rung for step in result.steps]
+        at = f"L{int(max(rungs)[1:]) + 1}" if rungs else "L1"
+        result.steps.append(Step(at, False, str(exc), side="setup"))
     except Exception as exc:  # noqa: BLE001 - an instrument error is reported, not raised
         f = archbuild.failure("ladder", exc, prefer)
         result.steps.append(Step("L2", False, f"ladder error: {f.line()}", f.where, "setup"))
