@@ -121,6 +121,51 @@ def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None
 
 
+@dataclass(frozen=True)
+class ShardHelper:
+    """A module-level function that only returns ``.shard(devices)`` clones of its parameters."""
+
+    params: tuple[str, ...]
+    #: the parameter each returned element clones, in order (one element: not a tuple)
+    clones: tuple[str, ...]
+
+    def sources(self, call: cst.Call) -> list[cst.BaseExpression] | None:
+        """The argument expressions of ``call`` that the returned clones stand for."""
+        bound: dict[str, cst.BaseExpression] = {}
+        for i, arg in enumerate(call.args):
+            if arg.star:
+                return None
+            name = arg.keyword.value if arg.keyword is not None else self.params[i] if i < len(self.params) else None
+            if name is None:
+                return None
+            bound[name] = arg.value
+        found = [bound.get(name) for name in self.clones]
+        return None if any(f is None for f in found) else [f for f in found if f is not None]
+
+
+def shard_helpers(module: cst.Module) -> dict[str, ShardHelper]:
+    """``def f(mlp, norm, devices): ...; return mlp.shard(devices), norm.shard(devices)`` → f.
+
+    A class that unpacks such a call into ``self.<x>_shards`` attributes holds
+    clones of the modules passed in, as ``self.x_shards = self.x.shard(devices)`` does.
+    """
+    out: dict[str, ShardHelper] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        params = tuple(p.name.value for p in (*stmt.params.posonly_params, *stmt.params.params))
+        returns = [s for s in body_statements(stmt.body) if isinstance(s, cst.Return)]
+        if len(returns) != 1 or returns[0].value is None:
+            continue
+        value = returns[0].value
+        elts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        clones = [shard_call(e) for e in elts]
+        names = tuple(c.value for c in clones if isinstance(c, cst.Name) and c.value in params)
+        if len(names) == len(elts):
+            out[stmt.name.value] = ShardHelper(params, names)
+    return out
+
+
 def computes_on(elt: cst.BaseExpression, name: str) -> bool:
     """``name`` occurs in ``elt`` only as a value computed with: an operand (``h * k``, ``-h``), a
     call argument (``f(h)``) or a method's receiver (``h.cast(t)``); never read for an attribute
@@ -379,6 +424,8 @@ class ClassFacts:
     built_by: dict[str, str] = field(default_factory=dict)
     #: ``shard()`` clones with per-device head counts
     head_split: bool = False
+    #: assignments that unpack a shard helper's clones into aliased attributes (ids)
+    helper_assigns: set[int] = field(default_factory=set)
 
 
 def _stacked_children(call: cst.Call) -> list[str] | None:
@@ -441,7 +488,7 @@ def row_targets_may_have_bias(placements: list[Placement], bias_free: set[str]) 
     return out
 
 
-def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
+def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, ShardHelper] | None = None) -> ClassFacts:
     facts = ClassFacts()
     funcs = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
     for func in funcs:
@@ -483,6 +530,8 @@ def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
                     if children:
                         facts.stacked[attr] = children
         for small in body_statements(func.body):
+            if helpers and _helper_aliases(small, helpers, bound, facts):
+                continue
             found = assigned(small)
             if found is None:
                 continue
@@ -495,3 +544,30 @@ def class_facts(node: cst.ClassDef, qualname: Qualname) -> ClassFacts:
             elif source is not None and source in bound:
                 facts.aliases[target[5:]] = bound[source]
     return facts
+
+
+def _helper_aliases(small: cst.BaseSmallStatement, helpers: dict[str, ShardHelper], bound: dict[str, str],
+                    facts: ClassFacts) -> bool:
+    """``(self.a_shards, self.b_shards) = helper(self.a, b, devices)`` → aliases a_shards → a, b_shards → b."""
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1 or not isinstance(small.value, cst.Call):
+        return False
+    helper = helpers.get(dotted(small.value.func) or "")
+    sources = helper.sources(small.value) if helper is not None else None
+    target = small.targets[0].target
+    targets = [e.value for e in target.elements] if isinstance(target, cst.Tuple | cst.List) else [target]
+    if sources is None or len(targets) != len(sources):
+        return False
+    pairs: dict[str, str] = {}
+    for dest, src in zip(targets, sources, strict=True):
+        name, source = dotted(dest), dotted(src)
+        if name is None or not name.startswith("self.") or name.count(".") != 1 or source is None:
+            return False
+        if source.startswith("self.") and source.count(".") == 1:
+            pairs[name[5:]] = source[5:]
+        elif source in bound:
+            pairs[name[5:]] = bound[source]
+        else:
+            return False
+    facts.aliases.update(pairs)
+    facts.helper_assigns.add(id(small))
+    return True

@@ -28,6 +28,7 @@ counts under tensor parallelism. What has no V3 form stays a precise TODO.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import libcst as cst
 
@@ -38,6 +39,7 @@ from codemods.shard_scan import (
     ClassFacts,
     Placement,
     SetterPlan,
+    ShardHelper,
     body_statements,
     class_facts,
     computes_on,
@@ -47,6 +49,7 @@ from codemods.shard_scan import (
     setter_classes,
     setter_plan,
     shard_call,
+    shard_helpers,
     strategy_assignment,
     strategy_kind,
     target_form,
@@ -213,14 +216,31 @@ class Sharding(Codemod):
         self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
         self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
         self._broadcast_done = False  # this statement's distributed_broadcast became a transfer
+        self._helpers: dict[str, ShardHelper] = {}
+        self._helper_uses: dict[str, int] = {}  # helper → references left (its def's name excluded)
 
     # -- scopes ---------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         self._self_placing = setter_classes(node)
+        self._helpers = shard_helpers(node)
+        if self._helpers:
+            names = [n.value for n in nodes_of(node, (cst.Name,)) if isinstance(n, cst.Name)]
+            self._helper_uses = {h: names.count(h) - 1 for h in self._helpers}
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        """A private shard helper whose every call went with its clone attributes goes too."""
+        gone = {h for h, left in self._helper_uses.items() if left == 0 and h.startswith("_")}
+        if not gone:
+            return updated
+        for stmt in original.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value in gone:
+                self.rewrote(stmt, "MV390", f"{stmt.name.value}: it only cloned modules per device; V3 has no clones")
+        return updated.with_changes(body=[
+            s for s in updated.body if not (isinstance(s, cst.FunctionDef) and s.name.value in gone)])
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        facts = class_facts(node, self.qualname)
+        facts = class_facts(node, self.qualname, self._helpers)
         plan = setter_plan(facts.setter, self.qualname, facts, self._self_placing) if facts.setter else None
         self._classes.append(_ClassState(facts, plan, node))
 
@@ -337,6 +357,13 @@ class Sharding(Codemod):
         small = _only(original)
         if small is None:
             return updated
+        if cls is not None and id(small) in cls.facts.helper_assigns and isinstance(small, cst.Assign):
+            helper = dotted(cast(cst.Call, small.value).func) or ""
+            self._helper_uses[helper] -= 1
+            self._clear_own_todos()
+            self.rewrote(original, "MV390", f"{helper}(...) clones: V3 runs the one module of each on distributed "
+                         "Tensors (no per-device clones)")
+            return cst.RemovalSentinel.REMOVE
         found = strategy_assignment(small)
         if found is not None:
             return self._strategy_statement(original, updated, *found)
