@@ -217,6 +217,7 @@ def probe_child(work: Path, pairs: list[str]) -> None:
            "(MIGRATE_V3_LADDER_PACKAGE_SECONDS sets the limit)")
 
     def stop(signum: int, frame: object) -> None:
+        ladder.stop_reason = why
         raise ladder.Stopped(why)
 
     if not l5:  # (a compile is minutes of native code that a Python signal cannot interrupt anyway)
@@ -230,6 +231,7 @@ def probe_child(work: Path, pairs: list[str]) -> None:
             result = probe(work, PARENT, arch, v3, V2_PREFIX, work, migrated, l5=l5)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            ladder.stop_reason = None
         print("LADDER-JSON " + json.dumps(result.to_json()), flush=True)
 
 

@@ -33,6 +33,7 @@ from codemods.kv_trace import (
     bridged_forward,
     flat_forward,
     has_own_call,
+    unlist,
     v3_input_order,
 )
 from codemods.resolve import import_bindings
@@ -107,8 +108,9 @@ class KVCache(Codemod):
                 return updated
             result: cst.FunctionDef | str
             bridged = has_own_call(body)
+            unlisted: set[str] = set()
             if bridged:
-                result = _bridged(body, i, stmt)
+                result = _bridged(body, i, stmt, unlisted)
             else:
                 result = flat_forward(stmt, "Tensor")
             if isinstance(result, str):
@@ -122,10 +124,14 @@ class KVCache(Codemod):
                 self.state.import_name(_TENSOR_MODULE, "Tensor")
                 if f"{V3_CACHE[2]}.from_upstream(" in source(result):
                     self.state.needed_imports.add(V3_CACHE)
+                if "DeviceMapping." in source(result):
                     self.state.import_name("max.experimental.sharding", "DeviceMapping")
                 self.rewrote(original, "MV384", f"trace() override → flat forward() calling the class's own, now {STRUCTURED}()")
                 self._rewrote_with_trace(original, i, code)
-                body = [_renamed(s) for s in body]
+                body = [_renamed(s, unlisted) for s in body]
+                if unlisted:
+                    self.rewrote(original, "MV391", f"{STRUCTURED}() takes one distributed value for the per-device "
+                                 f"lists it passed on ({', '.join(sorted(unlisted))})")
                 result, v2_order = v3_input_order(result)
                 body[i] = result
                 if v2_order is not None:
@@ -173,18 +179,21 @@ class KVCache(Codemod):
         return body
 
 
-def _bridged(body: list[cst.BaseStatement], at: int, trace: cst.FunctionDef) -> cst.FunctionDef | str:
+def _bridged(
+    body: list[cst.BaseStatement], at: int, trace: cst.FunctionDef, unlisted: set[str]
+) -> cst.FunctionDef | str:
     """``bridged_forward``, unless another method calls ``self(...)`` (it would reach the flat forward)."""
     others = [s for k, s in enumerate(body) if k != at and isinstance(s, cst.FunctionDef)]
     if any("self(" in source(s) for s in others):
         return f"another method calls self(...): rename forward() to {STRUCTURED}() and call that"
-    return bridged_forward(trace, body)
+    return bridged_forward(trace, body, unlisted)
 
 
-def _renamed(stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """The class's own structured ``forward`` → :data:`STRUCTURED` (the flat forward takes its name)."""
+def _renamed(stmt: cst.BaseStatement, unlisted: set[str]) -> cst.BaseStatement:
+    """The class's own structured ``forward`` → :data:`STRUCTURED` (the flat forward takes its name),
+    its ``unlisted`` parameters one value each."""
     if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward":
-        return stmt.with_changes(name=cst.Name(STRUCTURED))
+        return unlist(stmt, unlisted).with_changes(name=cst.Name(STRUCTURED))
     return stmt
 
 

@@ -28,6 +28,8 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
+from codemods.resolve import dotted
+from codemods.shard_scan import per_device_element
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -126,7 +128,9 @@ _RESOLVED = ("MV373", "MV331", "MV384", "MV382", "MV380")
 _UNFLATTENERS = ("unflatten_kv_inputs", "unflatten_basic_kv_tree")
 
 
-def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cst.FunctionDef | str:
+def bridged_forward(
+    trace: cst.FunctionDef, body: list[cst.BaseStatement], unlisted: set[str] | None = None
+) -> cst.FunctionDef | str:
     """For a class with its own ``forward``: the V3 flat ``forward`` replacing ``trace``, or why not.
 
     The inner function over flat graph Values becomes ``forward(self, <its inputs>)`` over Tensors
@@ -134,6 +138,11 @@ def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cs
     KV inputs handed to ``unflatten_*`` become the graph values of the Tensors (``x._graph_value``,
     as the official ports bridge them), and ``self(...)`` calls the class's own forward, renamed
     :data:`STRUCTURED`. The statements before the inner function come along.
+
+    A per-device list the own forward only passes on whole (V2's one list per input, V3's one
+    distributed value) is passed as one: KV caches through ``PagedCacheValues.from_upstream``, a
+    list of one input's per-device copies (``[v for v in args[a:b]]``) as its first. ``unlisted``
+    gets the names of those own-forward parameters (their annotations lose the list).
     """
     if not isinstance(trace.body, cst.IndentedBlock):
         return "trace() has no block body"
@@ -183,11 +192,92 @@ def bridged_forward(trace: cst.FunctionDef, body: list[cst.BaseStatement]) -> cs
     if bridge.buffers:
         result = result.visit(_SignalLayout())
     assert isinstance(result, cst.FunctionDef)
-    caches = _one_cache_params(own[0])
+    lists = _whole_lists(own[0])
+    caches = {**_one_cache_params(own[0]), **{k: v for k, v in lists.items() if v == "PagedCacheValues"}}
+    one_cache = _OneCache(caches, _mapping_of(body, result))
     if caches:
-        result = result.visit(_OneCache(caches, _mesh_of(body)))
+        result = result.visit(one_cache)
     assert isinstance(result, cst.FunctionDef)
+    copies = _FirstCopy({k for k, v in lists.items() if v in ("Tensor", "TensorValue")}, result)
+    result = result.visit(copies)
+    assert isinstance(result, cst.FunctionDef)
+    if unlisted is not None:
+        named = [p.name.value for p in own[0].params.params[1:]]
+        unlisted.update(named[k] if isinstance(k, int) else k for k in (*one_cache.keys, *copies.keys) if k in lists)
     return result
+
+
+def unlist(own: cst.FunctionDef, names: set[str]) -> cst.FunctionDef:
+    """``kv: Sequence[PagedCacheValues]`` → ``kv: PagedCacheValues`` for the parameters in ``names``."""
+    params = [
+        p.with_changes(annotation=p.annotation.with_changes(annotation=one))
+        if p.name.value in names and p.annotation is not None
+        and (one := per_device_element(p.annotation.annotation)) is not None
+        else p
+        for p in own.params.params
+    ]
+    return own.with_changes(params=own.params.with_changes(params=params))
+
+
+def _whole_lists(own: cst.FunctionDef) -> dict[int | str, str]:
+    """The own forward's per-device list parameters (``kv: Sequence[PagedCacheValues]``) that its
+    body only passes on whole as call arguments, by position (after self) and by name → the
+    element type's name."""
+    out: dict[int | str, str] = {}
+    names = [n.value for n in nodes_of(own.body, (cst.Name,)) if isinstance(n, cst.Name)]
+    args = [a for a in nodes_of(own.body, (cst.Arg,)) if isinstance(a, cst.Arg)]
+    for k, p in enumerate(own.params.params[1:]):
+        one = per_device_element(p.annotation.annotation) if p.annotation is not None else None
+        name = p.name.value
+        if one is None:
+            continue
+        whole = sum(1 for a in args if isinstance(a.value, cst.Name) and a.value.value == name and not a.star)
+        keywords = sum(1 for a in args if a.keyword is not None and a.keyword.value == name)
+        if whole and names.count(name) == whole + keywords:
+            out[k] = out[name] = (dotted(one) or "").rsplit(".", 1)[-1]
+    return out
+
+
+class _FirstCopy(cst.CSTTransformer):
+    """``x = [v for v in args[a:b]]`` passed where the own forward now takes one value → ``x = args[a]``
+    (the per-device copies of one input are one distributed Tensor in V3)."""
+
+    def __init__(self, params: set[int | str], forward: cst.FunctionDef) -> None:
+        super().__init__()
+        self.keys: list[int | str] = []
+        self.names: dict[str, int | str] = {}
+        for call in nodes_of(forward, (cst.Call,)):
+            if isinstance(call, cst.Call) and source(call.func) == f"self.{STRUCTURED}":
+                for k, arg in enumerate(call.args):
+                    key: int | str = arg.keyword.value if arg.keyword is not None else k
+                    if key in params and isinstance(arg.value, cst.Name) and not arg.star:
+                        self.names[arg.value.value] = key
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        target = updated.targets[0].target if len(updated.targets) == 1 else None
+        if not isinstance(target, cst.Name) or target.value not in self.names:
+            return updated
+        first = _first_of_copies(updated.value)
+        if first is None:
+            return updated
+        self.keys.append(self.names[target.value])
+        return updated.with_changes(value=first)
+
+
+def _first_of_copies(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``[v for v in args[a:b]]`` → ``args[a]`` (``args[0]`` for ``args[:b]``)."""
+    if not (isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Name)):
+        return None
+    loop = value.for_in
+    if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name):
+        return None
+    if loop.target.value != value.elt.value or not isinstance(loop.iter, cst.Subscript):
+        return None
+    sub = loop.iter
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Slice) or sub.slice[0].slice.step is not None:
+        return None
+    lower = sub.slice[0].slice.lower or cst.Integer("0")
+    return cst.Subscript(sub.value, [cst.SubscriptElement(cst.Index(lower))])
 
 
 def v3_input_order(forward: cst.FunctionDef) -> tuple[cst.FunctionDef, list[str] | None]:
@@ -245,6 +335,17 @@ def _one_cache_params(own: cst.FunctionDef) -> dict[int | str, str]:
     return out
 
 
+def _mapping_of(body: list[cst.BaseStatement], forward: cst.FunctionDef) -> str | None:
+    """The DeviceMapping a per-device cache list becomes one on: Replicated on the mesh the class
+    moves its inputs onto, else the tokens' (as max's ports do), else unknown."""
+    mesh = _mesh_of(body)
+    if mesh is not None:
+        return f"DeviceMapping.replicated({mesh})"
+    if any(p.name.value == "tokens" for p in forward.params.params):
+        return "tokens.mapping"
+    return None
+
+
 def _mesh_of(body: list[cst.BaseStatement]) -> str | None:
     """The mesh the class already moves its inputs onto (``x.to(self.<path>.mesh)``), if any."""
     for stmt in body:
@@ -259,10 +360,11 @@ class _OneCache(cst.CSTTransformer):
     """A per-device KV list passed where the own forward takes one cache →
     ``PagedCacheValues.from_upstream(list, DeviceMapping.replicated(mesh))``; a TODO when no mesh is known."""
 
-    def __init__(self, params: dict[int | str, str], mesh: str | None) -> None:
+    def __init__(self, params: dict[int | str, str], mapping: str | None) -> None:
         super().__init__()
-        self.params, self.mesh = params, mesh
+        self.params, self.mapping = params, mapping
         self.wrapped: list[str] = []
+        self.keys: list[int | str] = []
         self.unknown = False
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -273,15 +375,14 @@ class _OneCache(cst.CSTTransformer):
             key: int | str = arg.keyword.value if arg.keyword is not None else k
             if arg.star or key not in self.params or not isinstance(arg.value, cst.Name):
                 continue
-            if self.mesh is None:
+            if self.mapping is None:
                 self.unknown = True
                 continue
             cache = V3_CACHE[2]
-            value = cst.parse_expression(
-                f"{cache}.from_upstream({arg.value.value}, DeviceMapping.replicated({self.mesh}))"
-            )
+            value = cst.parse_expression(f"{cache}.from_upstream({arg.value.value}, {self.mapping})")
             args[k] = arg.with_changes(value=value)
             self.wrapped.append(arg.value.value)
+            self.keys.append(key)
         return updated.with_changes(args=args)
 
     def leave_SimpleStatementLine(

@@ -121,6 +121,21 @@ def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None
 
 
+_PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
+
+
+def per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``list[TensorValue]`` / ``Sequence[BufferValue]`` → the element type (one value on the mesh in V3)."""
+    if not isinstance(ann, cst.Subscript) or len(ann.slice) != 1:
+        return None
+    outer = dotted(ann.value) or ""
+    inner = ann.slice[0].slice
+    if outer.rsplit(".", 1)[-1] not in ("list", "Sequence", "List") or not isinstance(inner, cst.Index):
+        return None
+    name = dotted(inner.value) or ""
+    return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
+
+
 @dataclass(frozen=True)
 class ShardHelper:
     """A module-level function that only returns ``.shard(devices)`` clones of its parameters."""

@@ -45,6 +45,7 @@ from codemods.shard_scan import (
     computes_on,
     local_strategies,
     may_be_moe,
+    per_device_element,
     row_targets_may_have_bias,
     setter_classes,
     setter_plan,
@@ -92,26 +93,11 @@ def placement_statement(state: FileState, where: str, function: str, axis: int, 
 #: Calls whose argument is iterated as the clone list (the comprehension rules handle them).
 _LIST_BUILTINS = frozenset({"enumerate", "zip", "len", "list", "tuple", "iter", "reversed", "sorted"})
 
-_PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
-
-
-def _per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``list[TensorValue]`` / ``Sequence[BufferValue]`` → the element type (one value on the mesh in V3)."""
-    if not isinstance(ann, cst.Subscript) or len(ann.slice) != 1:
-        return None
-    outer = dotted(ann.value) or ""
-    inner = ann.slice[0].slice
-    if outer.rsplit(".", 1)[-1] not in ("list", "Sequence", "List") or not isinstance(inner, cst.Index):
-        return None
-    name = dotted(inner.value) or ""
-    return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
-
-
 def per_device_params(func: cst.FunctionDef) -> set[str]:
     """Parameters annotated as a per-device tensor list (``xs: list[TensorValue]``)."""
     out: set[str] = set()
     for p in func.params.params:
-        one = _per_device_element(p.annotation.annotation) if p.annotation is not None else None
+        one = per_device_element(p.annotation.annotation) if p.annotation is not None else None
         if one is not None and (dotted(one) or "").rsplit(".", 1)[-1] in ("TensorValue", "Tensor"):
             out.add(p.name.value)
     return out
@@ -281,13 +267,13 @@ class Sharding(Codemod):
         params = updated.params.with_changes(
             params=[
                 p.with_changes(annotation=p.annotation.with_changes(annotation=one))
-                if p.annotation is not None and (one := _per_device_element(p.annotation.annotation)) is not None
+                if p.annotation is not None and (one := per_device_element(p.annotation.annotation)) is not None
                 else p
                 for p in updated.params.params
             ]
         )
         returns = updated.returns
-        if returns is not None and (one := _per_device_element(returns.annotation)) is not None:
+        if returns is not None and (one := per_device_element(returns.annotation)) is not None:
             returns = returns.with_changes(annotation=one)
         if params is not updated.params or returns is not updated.returns:
             self.rewrote(original, "MV391", "per-device lists in the signature: one distributed Tensor each")
@@ -357,6 +343,13 @@ class Sharding(Codemod):
         small = _only(original)
         if small is None:
             return updated
+        now = _only(updated)
+        if (
+            isinstance(small, cst.Assign) and isinstance(small.value, cst.ListComp) and isinstance(now, cst.Assign)
+            and len(now.targets) == 1 and isinstance(now.value, cst.Name)
+            and isinstance(now.targets[0].target, cst.Name) and now.targets[0].target.value == now.value.value
+        ):
+            return cst.RemovalSentinel.REMOVE  # ``xs = [x for x in xs]`` became ``xs = xs``
         if cls is not None and id(small) in cls.facts.helper_assigns and isinstance(small, cst.Assign):
             helper = dotted(cast(cst.Call, small.value).func) or ""
             self._helper_uses[helper] -= 1
@@ -612,15 +605,20 @@ class Sharding(Codemod):
         return _bracketed(result)
 
     def _one_list_comp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
-        """``[h * k for h in hs]`` over a per-device tensor list → ``hs * k`` (one distributed Tensor)."""
+        """``[h * k for h in hs]`` over a per-device tensor list → ``hs * k`` (one distributed Tensor);
+        the copy ``[h for h in hs]`` → ``hs``."""
         comp = updated.for_in
         target, it = comp.target, comp.iter
+        copy = (  # (where the signature keeps its lists, a copy stays a list: only the forward's goes)
+            isinstance(target, cst.Name) and isinstance(updated.elt, cst.Name) and updated.elt.value == target.value
+            and bool(self._funcs) and self._funcs[-1][0].name.value == "__call__"
+        )
         if not (
             isinstance(target, cst.Name)
             and isinstance(it, cst.Name)
             and self._per_device
             and it.value in self._per_device[-1]
-            and computes_on(updated.elt, target.value)
+            and (copy or computes_on(updated.elt, target.value))
         ):
             return updated
         result = _substitute(updated.elt, {target.value: it}, None)

@@ -871,3 +871,18 @@ def test_a_package_past_its_time_limit_is_stopped_and_says_why(tmp_path: Path) -
     failed = [s for s in row["steps"] if not s["ok"]]
     assert failed and "L0-L4 passed 0.01 s: stopped" in failed[0]["detail"], row["steps"]
     assert row["steps"][-1] == failed[0], row["steps"]  # the package ends where it was stopped
+
+
+def test_a_stop_that_surfaced_as_another_error_still_ends_the_package_there() -> None:
+    """A deadline's raise that an import turned into an ImportError (numpy does) is still the
+    stop: the first failure says so and nothing after it stands; with no failure, a next rung does."""
+    from migrate_v3.verify.ladder import ArchResult, Step, _stopped
+
+    result = ArchResult("a", "a_modulev3", steps=[
+        Step("L1", True, "3 modules"), Step("L2", False, "ImportError: numpy"), Step("L3", True, "equal")])
+    _stopped(result, "stopped: limit")
+    assert [(s.rung, s.ok, s.detail) for s in result.steps] == [
+        ("L1", True, "3 modules"), ("L2", False, "stopped: limit; there: ImportError: numpy")]
+    clean = ArchResult("a", "a_modulev3", steps=[Step("L1", True, ""), Step("L2", True, "")])
+    _stopped(clean, "stopped: limit")
+    assert [(s.rung, s.ok, s.detail) for s in clean.steps][-1] == ("L3", False, "stopped: limit")

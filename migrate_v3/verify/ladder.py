@@ -89,14 +89,27 @@ class Stopped(BaseException):
     """
 
 
+#: why the caller's deadline stopped the probe, set by the caller with its raise of ``Stopped``:
+#: code that turns the raise into another error (an import becomes an ImportError) does not
+#: carry it on, so each rung, each import and each failure checks this again
+stop_reason: str | None = None
+
+
+def _checkpoint() -> None:
+    if stop_reason is not None:
+        raise Stopped(stop_reason)
+
+
 def _import_all(names: list[str], prefer: tuple[Path, ...]) -> list[Step]:
     steps: dict[tuple[str, str], Step] = {}
     for name in names:
+        _checkpoint()
         try:
             importlib.import_module(name)
         except Stopped:
             raise
-        except BaseException as exc:  # noqa: BLE001 - SystemExit included: a module must not end the probe
+        except BaseException as exc:
+            _checkpoint()  # noqa: BLE001 - SystemExit included: a module must not end the probe
             f = archbuild.failure(f"import {name}", exc, prefer)
             key = (f.error, f.where)
             if key in steps:  # one cause, many importers: said once
@@ -131,15 +144,29 @@ def probe(root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
         failures = _import_all(names, prefer)
         result.steps += failures or [Step("L1", True, f"{len(names)} modules")]
         _climb(result, root, parent, arch, v3_name, v2_prefix, prefer, work, l5)
-    except Stopped as exc:
-        rungs = [step.rung for step in result.steps]
-        at = f"L{int(max(rungs)[1:]) + 1}" if rungs else "L1"
-        result.steps.append(Step(at, False, str(exc), side="setup"))
+    except Stopped:
+        pass  # (said below)
     except Exception as exc:  # noqa: BLE001 - an instrument error is reported, not raised
         f = archbuild.failure("ladder", exc, prefer)
         result.steps.append(Step("L2", False, f"ladder error: {f.line()}", f.where, "setup"))
+    if stop_reason is not None:
+        _stopped(result, stop_reason)
     result.seconds = round(time.perf_counter() - start, 1)
     return result
+
+
+def _stopped(result: ArchResult, why: str) -> None:
+    """The package ends at its first failure, which says it was stopped (the stop may have
+    surfaced as another error: an import turns it into an ImportError); a next rung says so
+    when nothing failed."""
+    failed = next((k for k, step in enumerate(result.steps) if not step.ok), None)
+    if failed is None:
+        rungs = [step.rung for step in result.steps]
+        result.steps.append(Step(f"L{int(max(rungs)[1:]) + 1}" if rungs else "L1", False, why, side="setup"))
+        return
+    step = result.steps[failed]
+    detail = step.detail if why in step.detail else f"{why}; there: {step.detail}"
+    result.steps[failed:] = [Step(step.rung, False, detail, step.where, "setup")]
 
 
 def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
@@ -726,12 +753,14 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
         result.steps += [roots, _l6(built3)]
         return
     for r in roots:
+        _checkpoint()
         result.roots.append(r.name)
         if r.failed is not None:
             result.steps.append(r.failed)
             continue
         result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
+        _checkpoint()
         traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
         if l5 and traced is not None:
             if before_l5 is not None:
