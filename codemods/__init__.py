@@ -19,6 +19,7 @@ from codemods.dependencies import Dependencies, SiblingCalls
 from codemods.graph_compile import GraphCompile
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
+from codemods.keyword_dicts import KeywordDicts
 from codemods.kv_cache import KVCache
 from codemods.layer_calls import LayerCalls
 from codemods.layer_norm_affine import LayerNormAffine
@@ -47,6 +48,7 @@ ORDER: list[type[Codemod]] = [
     Parameters,  # MV36x: Weight(...) → Tensor.zeros(...)
     WeightAdapters,  # MV362: flag checkpoint key renames (TODO only)
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
+    KeywordDicts,  # MV346: a local dict of V2 layer keywords splatted into calls → keywords in each call
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
     LayerCalls,  # MV342: calls of layers whose V3 forward takes fewer arguments (signal_buffers go; one Tensor, not a list)
     Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module

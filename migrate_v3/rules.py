@@ -88,6 +88,10 @@ RULES: dict[str, Rule] = {
            "arguments to super().__init__(...): apply cannot map them",
            "super().__init__(*args, **kwargs)",
            "# TODO(migrate-v3): MV345 super().__init__(...) of a V2 Linear uses */** or unknown arguments"),
+        _r("MV346", "keyword-dict", A, "a local dict of V2 layer keywords (it holds dtype/device) splatted into calls: "
+           "its keywords are written into each call, so the layer's V3 map applies",
+           "self.up_proj = Linear(in_dim=4, out_dim=8, **common)",
+           "self.up_proj = Linear(in_dim=4, out_dim=8, bias=has_bias)"),
         _r("MV343", "layer-without-v3", M, "a V2 layer class with no V3 class: port it locally "
            "(apply adds its own V3 ports of Transformer and the distributed decoder classes; a q/k/v StackedLinear "
            "becomes QKVLinear)",

@@ -21,31 +21,8 @@ from migrate_v3.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-CODEMOD_DIRS = [
-    "imports",
-    "module_interface",
-    "tensor_types",
-    "layers",
-    "containers",
-    "parameters",
-    "ops",
-    "graph_compile",
-    "tied_embeddings",
-    "pipeline_model",
-    "batch_processors",
-    "layer_calls",
-    "weight_adapters",
-    "residual",
-    "self_imports",
-    "kv_cache",
-    "sharding",
-    "registration",
-    "dependencies",
-    "ports",
-    "release_names",
-    "dead_locals",
-    "layer_norm_affine",
-]
+#: every fixture folder with input/expected pairs (a new codemod's folder is tested once it has one)
+CODEMOD_DIRS = sorted({p.parent.name for p in FIXTURES.glob("*/*.input.py")})
 CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"))
 
 
