@@ -198,7 +198,8 @@ def bridged_forward(
     if caches:
         result = result.visit(one_cache)
     assert isinstance(result, cst.FunctionDef)
-    copies = _FirstCopy({k for k, v in lists.items() if v in ("Tensor", "TensorValue")}, result)
+    ones = {k for k, v in {**lists, **_one_tensor_params(own[0])}.items() if v in ("Tensor", "TensorValue")}
+    copies = _FirstCopy(ones, result)
     result = result.visit(copies)
     assert isinstance(result, cst.FunctionDef)
     if unlisted is not None:
@@ -239,11 +240,15 @@ def _whole_lists(own: cst.FunctionDef) -> dict[int | str, str]:
 
 
 class _FirstCopy(cst.CSTTransformer):
-    """``x = [v for v in args[a:b]]`` passed where the own forward now takes one value → ``x = args[a]``
-    (the per-device copies of one input are one distributed Tensor in V3)."""
+    """A per-device list passed where the own forward takes one value (a list parameter it only
+    passes on whole, or one annotated a single Tensor) → that one value (the per-device copies of
+    one input are one distributed Tensor in V3): ``[v for v in args[a:b]]`` → ``args[a]``,
+    ``[v for v in xs]`` → ``xs[0]``, ``ops.distributed_broadcast(x, signals)`` → ``x``; bound
+    to a name first or passed as is."""
 
     def __init__(self, params: set[int | str], forward: cst.FunctionDef) -> None:
         super().__init__()
+        self.params = params
         self.keys: list[int | str] = []
         self.names: dict[str, int | str] = {}
         for call in nodes_of(forward, (cst.Call,)):
@@ -263,18 +268,49 @@ class _FirstCopy(cst.CSTTransformer):
         self.keys.append(self.names[target.value])
         return updated.with_changes(value=first)
 
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if source(updated.func) != f"self.{STRUCTURED}":
+            return updated
+        args = list(updated.args)
+        for k, arg in enumerate(args):
+            key: int | str = arg.keyword.value if arg.keyword is not None else k
+            first = _first_of_copies(arg.value) if key in self.params and not arg.star else None
+            if first is not None:
+                args[k] = arg.with_changes(value=first)
+                self.keys.append(key)
+        return updated.with_changes(args=args)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        """Ops' TODO for a ``distributed_broadcast`` this rewrote goes with the call."""
+        if "distributed_broadcast" not in source(original) or "distributed_broadcast(" in source(updated.body[0]):
+            return updated
+        return updated.with_changes(leading_lines=[
+            ln for ln in updated.leading_lines
+            if ln.comment is None or "MV391 ops.distributed_broadcast" not in ln.comment.value
+        ])
+
 
 def _first_of_copies(value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``[v for v in args[a:b]]`` → ``args[a]`` (``args[0]`` for ``args[:b]``)."""
+    """``[v for v in args[a:b]]`` → ``args[a]`` (``args[0]`` for ``args[:b]``); ``[v for v in xs]``
+    → ``xs[0]``; ``ops.distributed_broadcast(x, signals)`` (one copy per device) → ``x``."""
+    if (
+        isinstance(value, cst.Call) and (dotted(value.func) or "").split(".")[-1] == "distributed_broadcast"
+        and value.args and value.args[0].keyword is None and not value.args[0].star
+    ):
+        return value.args[0].value
     if not (isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Name)):
         return None
     loop = value.for_in
     if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name):
         return None
-    if loop.target.value != value.elt.value or not isinstance(loop.iter, cst.Subscript):
+    if loop.target.value != value.elt.value:
         return None
     sub = loop.iter
-    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Slice) or sub.slice[0].slice.step is not None:
+    if not isinstance(sub, cst.Subscript) or len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Slice):
+        return cst.Subscript(sub, [cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+    if sub.slice[0].slice.step is not None:
         return None
     lower = sub.slice[0].slice.lower or cst.Integer("0")
     return cst.Subscript(sub.value, [cst.SubscriptElement(cst.Index(lower))])
@@ -325,6 +361,16 @@ V3_CACHE = ("max.experimental.nn.common_layers.kv_cache", "PagedCacheValues", "M
 _MESH_TO = re.compile(r"\.to\((self(?:\.\w+)+\.mesh)\)")
 
 
+def _one_tensor_params(own: cst.FunctionDef) -> dict[int | str, str]:
+    """The own forward's parameters annotated one ``Tensor``/``TensorValue``, by position and name."""
+    out: dict[int | str, str] = {}
+    for k, p in enumerate(own.params.params[1:]):
+        name = source(p.annotation.annotation) if p.annotation is not None else ""
+        if name in ("Tensor", "TensorValue"):
+            out[k] = out[p.name.value] = name
+    return out
+
+
 def _one_cache_params(own: cst.FunctionDef) -> dict[int | str, str]:
     """The own forward's parameters typed one ``PagedCacheValues`` (V3: one cache on the mesh),
     by position (after self) and by name."""
@@ -343,6 +389,11 @@ def _mapping_of(body: list[cst.BaseStatement], forward: cst.FunctionDef) -> str 
         return f"DeviceMapping.replicated({mesh})"
     if any(p.name.value == "tokens" for p in forward.params.params):
         return "tokens.mapping"
+    for call in nodes_of(forward, (cst.Call,)):  # the tokens it passes on: forward_unflattened(tokens=batch["tokens"])
+        if isinstance(call, cst.Call) and source(call.func) == f"self.{STRUCTURED}":
+            passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "tokens"), None)
+            if passed is not None and not isinstance(passed, cst.Call):
+                return f"{source(passed)}.mapping"
     return None
 
 
