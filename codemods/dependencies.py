@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, without
 from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
-from codemods.layers import defines_init, with_cpu_device_init
+from codemods.layers import defines_init, with_cpu_device_init, with_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
 from migrate_v3.knowledge.layers import PLACEMENT_ARGS
@@ -102,12 +102,15 @@ class Dependencies(Codemod):
             return updated
         kept = self._kept_configs(package, target, parts[1:], updated)
         if kept:
-            lacks = "; ".join(f"{target}'s {n} has no {a}" for n, a in kept.items())
+            lacks = "; ".join(f"{target}'s {n} has no {a}" for n, (a, _) in kept.items())
+            only3 = "; ".join(f"V2 {package}'s {n} has no {', '.join(o)}" for n, (_, o) in kept.items() if o)
             self.todo(
                 "MV301",
                 f"kept {package}'s V2 {', '.join(kept)}: {lacks} (this package reads attributes of these names); "
                 f"a config dataclass holds no graph code, so V3 modules read it as V2's did: move to {target}'s "
-                "once the package no longer reads them",
+                "once the package no longer reads them"
+                + (f". And {only3}, which {target}'s own modules may read (built with this config they raise "
+                   "AttributeError): add those this package builds need, with their V3 defaults" if only3 else ""),
             )
             return updated
         self.rewrote(original, "MV301", f"{package} → {target}")
@@ -171,9 +174,12 @@ class Dependencies(Codemod):
             return False  # the package builds the variant's own pipeline model, and so its tree
         return any(m == target or m.startswith(target + ".") for m in ctx.v3_exports)
 
-    def _kept_configs(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> dict[str, str]:
+    def _kept_configs(
+        self, package: str, target: str, rest: list[str], node: cst.ImportFrom
+    ) -> dict[str, tuple[str, list[str]]]:
         """Config dataclasses whose V3 variant lacks attributes this package reads: the import keeps
-        the V2 module (name → what the variant lacks), as max's phi3_modulev3 keeps llama3's V2
+        the V2 module (name → what the variant lacks, and what only the variant has: its own modules
+        may read that from a config they are given), as max's phi3_modulev3 keeps llama3's V2
         ``Llama3Config``. Only when every imported name is such a V2 dataclass, and the package reads
         nothing that only the V3 variant has (V3 code given the V2 class would miss it)."""
         ctx = self.state.context
@@ -188,13 +194,13 @@ class Dependencies(Codemod):
             for n in (a.name.value for a in _aliases(node))
         ):
             return {}
-        kept: dict[str, str] = {}
+        kept: dict[str, tuple[str, list[str]]] = {}
         for name, v2, v3 in _class_pairs(ctx.class_attributes, package, target, rest, node):
             lost = _lost(v2, v3, ctx.attribute_reads)
             if _lost(v3, v2, ctx.attribute_reads):
                 return {}
             if lost:
-                kept[name] = ", ".join(lost)
+                kept[name] = (", ".join(lost), sorted(n for n in v3 - v2 if not n.startswith("_")))
         return kept
 
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
@@ -361,6 +367,14 @@ class SiblingCalls(Codemod):
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         base = self._fixed_bases.pop()
+        if base in self._kv_from_config and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
+            # its callers (in any file) pass the V2 arguments: the config holds the kv_params the V3 port also takes
+            self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 {_KV} "
+                         f"(config.{_KV})")
+            return with_init(self.state, updated, (
+                "def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:\n"
+                f"    super().__init__(config, config.{_KV}, *args, **kwargs)\n"
+            ), ("typing", "Any"))
         if base in self._rope_device and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
             # its callers (in any file) pass the V2 arguments: the device V2 built the tables on is the default
             self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 device (CPU(), as V2)")

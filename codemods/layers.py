@@ -121,14 +121,20 @@ def with_cpu_device_init(state: FileState, cls: cst.ClassDef) -> cst.ClassDef:
     """``cls`` (a subclass without ``__init__`` of a class whose V3 constructor needs ``device``, which
     V2's did not take) with an ``__init__`` that passes ``device=CPU()`` by default: its callers pass
     V2's arguments, and V2 built the tables there (rotary embeddings)."""
-    if not isinstance(cls.body, cst.IndentedBlock):
-        return cls
-    for module, name in (("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device")):
-        state.import_name(module, name)
-    init = cst.parse_statement(
+    return with_init(state, cls, (
         "def __init__(self, *args: Any, device: Device = CPU(), **kwargs: Any) -> None:\n"
         "    super().__init__(*args, device=device, **kwargs)\n"
-    )
+    ), ("typing", "Any"), ("max.driver", "CPU"), ("max.driver", "Device"))
+
+
+def with_init(state: FileState, cls: cst.ClassDef, code: str, *imports: tuple[str, str]) -> cst.ClassDef:
+    """``cls`` (a class without ``__init__``) with the ``__init__`` of ``code`` first (after a
+    docstring), and the names it uses imported."""
+    if not isinstance(cls.body, cst.IndentedBlock):
+        return cls
+    for module, name in imports:
+        state.import_name(module, name)
+    init = cst.parse_statement(code)
     body = list(cls.body.body)
     first = body[0].body[0] if body and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 else None
     at = 1 if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString) else 0
