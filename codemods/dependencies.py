@@ -132,11 +132,18 @@ class Dependencies(Codemod):
         """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
 
         Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
-        module's subclasses of it only set class attributes (a V2 graph hook would go unused).
+        module's subclasses of it only set class attributes (a V2 graph hook would go unused). A
+        name the variant moved to another module (``llama3.model.Llama3Inputs`` →
+        ``llama3_modulev3.inputs``) is imported from there, with a TODO naming the dataclass
+        fields it lost.
         """
-        exports = self.state.context.v3_exports.get(module, frozenset())
+        ctx = self.state.context
         new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
-        if isinstance(node.names, cst.ImportStar) or any(v is None or v not in exports for v in new.values()):
+        package = module.split(".")[0]
+        moved = {n: v.rpartition(".") for n, v in new.items() if v is not None and "." in v}
+        if isinstance(node.names, cst.ImportStar) or any(
+            v is None or (n not in moved and v not in ctx.v3_exports.get(module, frozenset())) for n, v in new.items()
+        ) or any(name not in ctx.v3_exports.get(f"{package}.{sub}", frozenset()) for sub, _, name in moved.values()):
             return None
         aliases = []
         for alias in node.names:
@@ -146,6 +153,17 @@ class Dependencies(Codemod):
                 aliases.append(alias)
                 continue
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            if name in moved:
+                sub, _, v3_name = moved[name]
+                dots = "." * (ctx.package_depth + 2)
+                self.state.needed_imports.add((f"{dots}{package}.{sub}", v3_name, None if local == v3_name else local))
+                self.rewrote(node, "MV301", f"{v2_module}.{name} → {package}.{sub}.{v3_name} (the variant moved it)")
+                gone = sorted(set(ctx.class_fields.get(f"{v2_module}.{name}", ()))
+                              - set(ctx.class_fields.get(f"{package}.{sub}.{v3_name}", ())))
+                if gone:
+                    self.todo("MV301", f"{package}.{sub}.{v3_name} has no {', '.join(gone)} (V2 {v2_module}.{name} "
+                              "had): drop them where this package builds it or its subclasses")
+                continue
             if _only_attributes(self._whole_module(), local):
                 pass
             elif "GraphSpec" in self.state.source and _only_attributes(self._whole_module(), local, _MODULE_HOOKS):
@@ -155,7 +173,10 @@ class Dependencies(Codemod):
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
-        return node.with_changes(names=aliases)
+        if not aliases:
+            return None  # (every name moved: no statement left to rewrite here)
+        last = aliases[-1]
+        return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -200,7 +221,7 @@ class Dependencies(Codemod):
             if _lost(v3, v2, ctx.attribute_reads):
                 return {}
             if lost:
-                kept[name] = (", ".join(lost), sorted(n for n in v3 - v2 if not n.startswith("_")))
+                kept[name] = (", ".join(lost), sorted(n for n in set(v3) - set(v2) if not n.startswith("_")))
         return kept
 
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:

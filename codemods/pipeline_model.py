@@ -30,6 +30,7 @@ Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import libcst as cst
 
@@ -137,6 +138,8 @@ class PipelineModels(Codemod):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.rewritten = False
         self._stashes: set[str] = set()
+        #: ``_get_compile_input_types`` for the class whose graph_specs just became _instantiate_module
+        self.types_hook: cst.FunctionDef | None = None
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         """Drop V2-only pipeline names (bases, Model, GraphSpec...) the rewrite made unused."""
@@ -377,7 +380,13 @@ class PipelineModels(Codemod):
                     self.rewrote(stmt, "MV383", "graph_specs (vision + language) → _compile_vision_model / _compile_language_model")
                     continue
                 if name == "graph_specs":
+                    self.types_hook = None
                     replaced = self._instantiate(stmt) or self._dispatch(stmt, helpers)
+                    if replaced is not None and self.types_hook is not None and not any(
+                        isinstance(s, cst.FunctionDef) and s.name.value == "_get_compile_input_types" for s in body
+                    ):
+                        out.extend([replaced, self.types_hook.with_changes(leading_lines=[cst.EmptyLine(indent=False)])])
+                        continue
                     if replaced is None:
                         out.append(self._todo_stmt(stmt, (
                             "graph_specs → _instantiate_module(self, model_config): build the root module "
@@ -545,11 +554,22 @@ class PipelineModels(Codemod):
             and self.qualname(param.annotation.annotation) != "typing.Any"
         ):
             lines.append(f"    assert isinstance({cfg}, {param.annotation.annotation.value})\n")
+        own_types = _own_input_types(types_stmt, model, spec_call)
+        if own_types is not None:  # (kept by _get_compile_input_types, which the V3 base calls next)
+            lines.append(f"    self._compile_input_types = tuple({own_types})\n")
+            self.types_hook = _TYPES_HOOK
         lines.append(f"    {model}.to(self.devices[0])\n    return {model}\n")
         template = cst.parse_statement("".join(lines))
         assert isinstance(template, cst.FunctionDef) and isinstance(template.body, cst.IndentedBlock)
         tail = list(template.body.body)
-        new_body = [*head, *tail[:-2], *kept, *tail[-2:]]
+        n_tail = 3 if own_types is not None else 2
+        new_body = [*head, *tail[:-n_tail], *kept, *tail[-n_tail:]]
+        new = _as_instantiate_module(func, template, new_body)
+        self.rewrote(func, "MV383", "graph_specs → _instantiate_module")
+        self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
+        if own_types is not None:
+            self.rewrote(func, "MV382", f"compile input types: {own_types}, as V2's graph_specs passed them")
+            return new
         input_types = (
             source(types_stmt) if types_stmt is not None
             else source(spec_call.args[2].value) if len(spec_call.args) > 2 else "?"
@@ -558,9 +578,6 @@ class PipelineModels(Codemod):
             f"{TODO_PREFIX}MV382 compile input types: V2 passed `{input_types.strip()}`; V3 takes them from "
             "batch_processor_cls.get_symbolic_inputs (use its ModuleV3 batch processor) or override _get_compile_input_types"
         )
-        new = _as_instantiate_module(func, template, new_body)
-        self.rewrote(func, "MV383", "graph_specs → _instantiate_module")
-        self.rewrote(func, "MV382", "load_state_dict/GraphSpec → the V3 base compiles with the state dict")
         result = attach_todos(new, [todo])
         return result if isinstance(result, cst.FunctionDef) else new
 
@@ -585,6 +602,29 @@ class PipelineModels(Codemod):
         ):
             return func  # neither pattern can occur: skip the rewriting walk
         return func.visit(_MethodRewrite(kv, towers))  # type: ignore[return-value]
+
+
+def _own_input_types(types_stmt: cst.BaseStatement | None, model: str, spec_call: cst.Call) -> str | None:
+    """``types = m.input_types(...)`` passed as the GraphSpec's inputs: that call (the module's own
+    input types, which V3's pipeline base would otherwise take from the batch processor)."""
+    small = _small(types_stmt) if types_stmt is not None else None
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    passed = spec_call.args[2].value if len(spec_call.args) > 2 else None
+    if not (isinstance(passed, cst.Name) and passed.value == small.targets[0].target.value):
+        return None
+    call = small.value
+    if not (isinstance(call, cst.Call) and source(call.func) == f"{model}.input_types"):
+        return None
+    return source(call)
+
+
+#: the V3 base calls ``_get_compile_input_types`` after ``_instantiate_module``, which keeps them
+_TYPES_HOOK = cast(cst.FunctionDef, cst.parse_statement(
+    "def _get_compile_input_types(self, model_config: Any) -> tuple[Any, ...]:\n"
+    "    del model_config  # (the root's own input types, kept by _instantiate_module)\n"
+    "    return self._compile_input_types\n"
+))
 
 
 #: the graph inputs a V2 ragged KV model took first, and the order a ModuleV3 root's forward takes them

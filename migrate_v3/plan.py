@@ -383,7 +383,7 @@ def _text_facts(
                 wanted = {n.split()[0] for n in imported.split(",") if n.strip()}
                 # a V2 name that Dependencies imports as the variant's own (LlamaModelBase → Llama3Model),
                 # when this file's subclasses of it only set attributes (as Dependencies requires)
-                renamed = {n for n in wanted if f"{dep}.model.{n}" in SIBLING_RENAMES}
+                renamed = {n for n in wanted if "." not in SIBLING_RENAMES.get(f"{dep}.model.{n}", ".")}
                 if renamed and _only_attribute_subclasses(text, renamed):
                     wanted |= {SIBLING_RENAMES[f"{dep}.model.{n}"] for n in renamed}
                 if "*" in defined or wanted & defined:

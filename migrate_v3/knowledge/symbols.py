@@ -412,4 +412,10 @@ def _gone_message(qualified: str, name: str, entry: dict[str, Any]) -> Gone:
 #: ``Llama3``) is ``llama3_modulev3.model.Llama3Model`` (the V3 base whose
 #: ``_instantiate_module`` builds the V3 ``Llama3``). ``Dependencies`` imports it under
 #: the V2 name, for subclasses that only set class attributes (no V2 graph hooks).
-SIBLING_RENAMES: dict[str, str] = {"llama3.model.LlamaModelBase": "Llama3Model"}
+#: A value with a dot names the variant's module it moved to and its name there:
+#: ``llama3.model.Llama3Inputs`` (V2's inputs dataclass, defined beside the pipeline base) is
+#: ``llama3_modulev3.inputs.Llama3Inputs`` (V3 order: tokens, return_n_logits, input_row_offsets).
+SIBLING_RENAMES: dict[str, str] = {
+    "llama3.model.LlamaModelBase": "Llama3Model",
+    "llama3.model.Llama3Inputs": "inputs.Llama3Inputs",
+}
