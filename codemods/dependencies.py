@@ -145,7 +145,10 @@ class Dependencies(Codemod):
             v is None or (n not in moved and v not in ctx.v3_exports.get(module, frozenset())) for n, v in new.items()
         ) or any(name not in ctx.v3_exports.get(f"{package}.{sub}", frozenset()) for sub, _, name in moved.values()):
             return None
-        aliases = []
+        aliases: list[cst.ImportAlias] = []
+        moves: list[tuple[str, str, str, str]] = []  # (V2 name, local, module, name there): imported after the checks
+        renames: list[str] = []
+        reported: list[str] = []
         for alias in node.names:
             name = alias.name.value if isinstance(alias.name, cst.Name) else ""
             v3 = new.get(name)
@@ -155,26 +158,31 @@ class Dependencies(Codemod):
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
             if name in moved:
                 sub, _, v3_name = moved[name]
-                dots = "." * (ctx.package_depth + 2)
-                self.state.needed_imports.add((f"{dots}{package}.{sub}", v3_name, None if local == v3_name else local))
-                self.rewrote(node, "MV301", f"{v2_module}.{name} → {package}.{sub}.{v3_name} (the variant moved it)")
-                gone = sorted(set(ctx.class_fields.get(f"{v2_module}.{name}", ()))
-                              - set(ctx.class_fields.get(f"{package}.{sub}.{v3_name}", ())))
-                if gone:
-                    self.todo("MV301", f"{package}.{sub}.{v3_name} has no {', '.join(gone)} (V2 {v2_module}.{name} "
-                              "had): drop them where this package builds it or its subclasses")
+                moves.append((name, local, f"{package}.{sub}", v3_name))
                 continue
             if _only_attributes(self._whole_module(), local):
                 pass
             elif "GraphSpec" in self.state.source and _only_attributes(self._whole_module(), local, _MODULE_HOOKS):
                 # (its graph_specs builds V2 GraphSpecs: the file is V2, so PipelineModels runs on it)
-                changes(self.state).renamed_bases.add(local)  # PipelineModels moves graph_specs to _instantiate_module
+                renames.append(local)  # PipelineModels moves graph_specs to _instantiate_module
             else:
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
-            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
+            reported.append(f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
         if not aliases:
-            return None  # (every name moved: no statement left to rewrite here)
+            return None  # (every name moved: this statement would go; kept, with its TODO)
+        for message in reported:
+            self.rewrote(node, "MV301", message)
+        changes(self.state).renamed_bases.update(renames)
+        for name, local, there, v3_name in moves:
+            dots = "." * (ctx.package_depth + 2)
+            self.state.needed_imports.add((f"{dots}{there}", v3_name, None if local == v3_name else local))
+            self.rewrote(node, "MV301", f"{v2_module}.{name} → {there}.{v3_name} (the variant moved it)")
+            gone = sorted(set(ctx.class_fields.get(f"{v2_module}.{name}", ()))
+                          - set(ctx.class_fields.get(f"{there}.{v3_name}", ())))
+            if gone:
+                self.todo("MV301", f"{there}.{v3_name} has no {', '.join(gone)} (V2 {v2_module}.{name} "
+                          "had): drop them where this package builds it or its subclasses")
         last = aliases[-1]
         return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
