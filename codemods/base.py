@@ -62,6 +62,8 @@ class TransformContext:
     class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` of the V2 classes among those that are dataclasses (configs)
     data_classes: frozenset[str] = frozenset()
+    #: dotted modules of V2 siblings that use no V2 API (importing them brings no V2 graph code)
+    neutral_modules: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)
     renamed_from: str | None = None
     #: the file may import older releases' names; False when ``check`` found none (MV311-MV313),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemods.resolve import statement_blocks
+from migrate_v3.classify import classify_bytes
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 V3_SUFFIX = "_modulev3"
@@ -80,6 +81,9 @@ class Plan:
     #: ``class_attributes`` plus what each class inherits from bases of the classes read
     #: (``DeepseekV3_2Config`` → its module's ``DeepseekV3Config``'s fields too)
     class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: dotted modules of those V2 siblings that use no V2 API (``check``: neutral; a tokenizer,
+    #: a config): a V3 package importing them brings in no V2 graph code
+    neutral_modules: frozenset[str] = frozenset()
 
 
 def v3_name(path: Path) -> str:
@@ -162,6 +166,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     data: set[str] = set()
     bases: dict[str, list[str]] = {}
     read: set[Path] = set()
+    neutral: set[str] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
             variant = target.source.parent / f"{dep}{V3_SUFFIX}"
@@ -170,6 +175,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 trees = module_trees(variant)  # read once for both
                 exports.update(module_exports(variant, trees))
                 v2 = target.source.parent / dep
+                neutral |= _neutral_modules(v2)
                 for package, known in ((variant, trees), (v2, module_trees(v2) if v2.is_dir() else None)):
                     found, inits, datas = class_facts(package, known)
                     attributes.update(found)
@@ -183,8 +189,24 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
-        inherited(attributes, bases),
+        inherited(attributes, bases), frozenset(neutral),
     )
+
+
+def _neutral_modules(package: Path) -> set[str]:
+    """The dotted modules of V2 ``package`` that ``check`` finds neutral (no V2 API use)."""
+    out: set[str] = set()
+    if not package.is_dir():
+        return out
+    for path in sorted(package.rglob("*.py")):
+        try:
+            kind = classify_bytes(path.read_bytes(), str(path), check_syntax=False).result.kind
+        except OSError:
+            continue
+        if kind == "neutral":
+            parts = path.relative_to(package.parent).with_suffix("").parts
+            out.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
 
 
 ModuleTrees = list[tuple[tuple[str, ...], ast.Module | None]]

@@ -248,6 +248,29 @@ def test_plan_records_what_an_existing_v3_variant_defines(tmp_path: Path) -> Non
     assert "from ..base_modulev3.sub import Any" in text
 
 
+def test_a_neutral_module_of_a_sibling_stays_imported_without_a_todo(tmp_path: Path) -> None:
+    """A module of a V2 sibling that uses no V2 API (a tokenizer) and that the sibling's existing
+    variant lacks stays imported with no TODO: it brings no V2 graph code. Its V2 neighbour does."""
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "__init__.py").write_text("")
+    (base / "tokenizer.py").write_text("class Tok:\n    def encode(self, text: str) -> list[int]:\n        return []\n")
+    (base / "layers.py").write_text("from max.nn import Linear\nclass Old(Linear): pass\n")
+    (tmp_path / "base_modulev3").mkdir()
+    (tmp_path / "base_modulev3" / "__init__.py").write_text("")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text(
+        "from max.nn import Linear\n\nfrom ..base.layers import Old\nfrom ..base.tokenizer import Tok\n\n"
+        "def build() -> tuple[Linear, Tok]:\n    return Linear(4, 4, None, None), Tok()\n"
+    )
+    apply_paths([user], out=tmp_path / "out", jobs=1)
+    text = (tmp_path / "out" / "user_modulev3" / "model.py").read_text()
+    assert "from ..base.tokenizer import Tok" in text and "no module tokenizer" not in text
+    assert "no module layers and so no Old" in text
+
+
 def test_a_sibling_whose_output_exists_is_not_migrated_by_the_run(tmp_path: Path) -> None:
     """``apply user base`` with ``base_modulev3`` already there: base is refused, so
     user's imports of it are checked against the variant that stays, not assumed

@@ -36,6 +36,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["attribute_reads"] = frozenset(data["attribute_reads"])
     if "data_classes" in data:
         data["data_classes"] = frozenset(data["data_classes"])
+    if "neutral_modules" in data:
+        data["neutral_modules"] = frozenset(data["neutral_modules"])
     if "class_fields" in data:
         data["class_fields"] = {k: frozenset(v) for k, v in data["class_fields"].items()}
     data.update(overrides)
