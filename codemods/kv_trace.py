@@ -29,7 +29,7 @@ import libcst as cst
 from codemods.args import source
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 from codemods.resolve import dotted
-from codemods.shard_scan import per_device_element
+from codemods.shard_scan import one_per_device, per_device_element
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -193,12 +193,13 @@ def bridged_forward(
         result = result.visit(_SignalLayout())
     assert isinstance(result, cst.FunctionDef)
     lists = _whole_lists(own[0])
-    caches = {**_one_cache_params(own[0]), **{k: v for k, v in lists.items() if v == "PagedCacheValues"}}
+    caches = {**_one_value_params(own[0], "PagedCacheValues"), **{k: v for k, v in lists.items() if v == "PagedCacheValues"}}
     one_cache = _OneCache(caches, _mapping_of(body, result))
     if caches:
         result = result.visit(one_cache)
     assert isinstance(result, cst.FunctionDef)
-    ones = {k for k, v in {**lists, **_one_tensor_params(own[0])}.items() if v in ("Tensor", "TensorValue")}
+    ones = {k for k, v in {**lists, **_one_value_params(own[0], "Tensor", "TensorValue")}.items()
+            if v in ("Tensor", "TensorValue")}
     copies = _FirstCopy(ones, result)
     result = result.visit(copies)
     assert isinstance(result, cst.FunctionDef)
@@ -210,14 +211,7 @@ def bridged_forward(
 
 def unlist(own: cst.FunctionDef, names: set[str]) -> cst.FunctionDef:
     """``kv: Sequence[PagedCacheValues]`` → ``kv: PagedCacheValues`` for the parameters in ``names``."""
-    params = [
-        p.with_changes(annotation=p.annotation.with_changes(annotation=one))
-        if p.name.value in names and p.annotation is not None
-        and (one := per_device_element(p.annotation.annotation)) is not None
-        else p
-        for p in own.params.params
-    ]
-    return own.with_changes(params=own.params.with_changes(params=params))
+    return own.with_changes(params=one_per_device(own.params, names))
 
 
 def _whole_lists(own: cst.FunctionDef) -> dict[int | str, str]:
@@ -361,23 +355,14 @@ V3_CACHE = ("max.experimental.nn.common_layers.kv_cache", "PagedCacheValues", "M
 _MESH_TO = re.compile(r"\.to\((self(?:\.\w+)+\.mesh)\)")
 
 
-def _one_tensor_params(own: cst.FunctionDef) -> dict[int | str, str]:
-    """The own forward's parameters annotated one ``Tensor``/``TensorValue``, by position and name."""
+def _one_value_params(own: cst.FunctionDef, *types: str) -> dict[int | str, str]:
+    """The own forward's parameters annotated one value of ``types`` (``PagedCacheValues``: V3's
+    one cache on the mesh), by position (after self) and by name → the annotation."""
     out: dict[int | str, str] = {}
     for k, p in enumerate(own.params.params[1:]):
         name = source(p.annotation.annotation) if p.annotation is not None else ""
-        if name in ("Tensor", "TensorValue"):
+        if name in types:
             out[k] = out[p.name.value] = name
-    return out
-
-
-def _one_cache_params(own: cst.FunctionDef) -> dict[int | str, str]:
-    """The own forward's parameters typed one ``PagedCacheValues`` (V3: one cache on the mesh),
-    by position (after self) and by name."""
-    out: dict[int | str, str] = {}
-    for k, p in enumerate(own.params.params[1:]):
-        if p.annotation is not None and source(p.annotation.annotation) == "PagedCacheValues":
-            out[k] = out[p.name.value] = p.name.value
     return out
 
 
@@ -409,12 +394,12 @@ def _mesh_of(body: list[cst.BaseStatement]) -> str | None:
 
 class _OneCache(cst.CSTTransformer):
     """A per-device KV list passed where the own forward takes one cache →
-    ``PagedCacheValues.from_upstream(list, DeviceMapping.replicated(mesh))``; a TODO when no mesh is known."""
+    ``PagedCacheValues.from_upstream(list, mapping)`` (see :func:`_mapping_of`); a TODO when no
+    mapping is known."""
 
     def __init__(self, params: dict[int | str, str], mapping: str | None) -> None:
         super().__init__()
         self.params, self.mapping = params, mapping
-        self.wrapped: list[str] = []
         self.keys: list[int | str] = []
         self.unknown = False
 
@@ -432,7 +417,6 @@ class _OneCache(cst.CSTTransformer):
             cache = V3_CACHE[2]
             value = cst.parse_expression(f"{cache}.from_upstream({arg.value.value}, {self.mapping})")
             args[k] = arg.with_changes(value=value)
-            self.wrapped.append(arg.value.value)
             self.keys.append(key)
         return updated.with_changes(args=args)
 

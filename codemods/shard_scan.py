@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods.args import source
+from codemods.args import bind, source
 from codemods.base import nodes_of
 from codemods.resolve import dotted
 from migrate_v3.knowledge.sharding import PREDICATES, STRATEGIES
@@ -136,6 +136,18 @@ def per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
     return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
 
 
+def one_per_device(params: cst.Parameters, names: set[str] | None = None) -> cst.Parameters:
+    """``xs: list[TensorValue]`` → ``xs: TensorValue`` (one distributed value in V3), for every
+    parameter annotated as a per-device list, or only those in ``names``."""
+    return params.with_changes(params=[
+        p.with_changes(annotation=p.annotation.with_changes(annotation=one))
+        if (names is None or p.name.value in names) and p.annotation is not None
+        and (one := per_device_element(p.annotation.annotation)) is not None
+        else p
+        for p in params.params
+    ])
+
+
 @dataclass(frozen=True)
 class ShardHelper:
     """A module-level function that only returns ``.shard(devices)`` clones of its parameters."""
@@ -146,16 +158,10 @@ class ShardHelper:
 
     def sources(self, call: cst.Call) -> list[cst.BaseExpression] | None:
         """The argument expressions of ``call`` that the returned clones stand for."""
-        bound: dict[str, cst.BaseExpression] = {}
-        for i, arg in enumerate(call.args):
-            if arg.star:
-                return None
-            name = arg.keyword.value if arg.keyword is not None else self.params[i] if i < len(self.params) else None
-            if name is None:
-                return None
-            bound[name] = arg.value
-        found = [bound.get(name) for name in self.clones]
-        return None if any(f is None for f in found) else [f for f in found if f is not None]
+        bound = bind(call, self.params)
+        if bound is None or any(name not in bound.args for name in self.clones):
+            return None
+        return [bound.args[name].value for name in self.clones]
 
 
 def shard_helpers(module: cst.Module) -> dict[str, ShardHelper]:

@@ -45,6 +45,7 @@ from codemods.shard_scan import (
     computes_on,
     local_strategies,
     may_be_moe,
+    one_per_device,
     per_device_element,
     row_targets_may_have_bias,
     setter_classes,
@@ -264,14 +265,7 @@ class Sharding(Codemod):
         cls = self._cls()
         if cls is None or original.name.value != "__call__" or not (cls.facts.aliases or cls.facts.allreduces):
             return updated
-        params = updated.params.with_changes(
-            params=[
-                p.with_changes(annotation=p.annotation.with_changes(annotation=one))
-                if p.annotation is not None and (one := per_device_element(p.annotation.annotation)) is not None
-                else p
-                for p in updated.params.params
-            ]
-        )
+        params = one_per_device(updated.params)
         returns = updated.returns
         if returns is not None and (one := per_device_element(returns.annotation)) is not None:
             returns = returns.with_changes(annotation=one)
