@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import libcst as cst
 from libcst import FlattenSentinel, MaybeSentinel, RemovalSentinel
@@ -41,6 +41,16 @@ TODO_PREFIX = "# TODO(migrate-v3): "
 TODO_RE = re.compile(r"#\s*TODO\(migrate-v3\):\s*(MV\d{3})\s*(.*?)\s*$")
 
 
+class FieldDecl(NamedTuple):
+    """A V2 dataclass field as a V3 subclass re-declares it when the V3 base lost it:
+    ``name: <annotation> = <value>`` (a keyword-only ``field(...)``, so it fits after any
+    field), and the ``from module import name`` imports the two need."""
+
+    annotation: str
+    value: str
+    imports: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass
 class TransformContext:
     """Per-run options and cross-file facts (plain data, no I/O)."""
@@ -62,6 +72,8 @@ class TransformContext:
     class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` of the V2 classes among those that are dataclasses (configs)
     data_classes: frozenset[str] = frozenset()
+    #: ``pkg.module.Class.field`` → its declaration, for the fields of those V2 dataclasses
+    field_decls: dict[str, FieldDecl] = field(default_factory=dict)
     #: dotted modules of V2 siblings that use no V2 API (importing them brings no V2 graph code)
     neutral_modules: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)

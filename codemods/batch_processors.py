@@ -38,6 +38,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.dependencies import changes
 from codemods.kv_trace import _is_docstring, _small
 from codemods.pipeline_model import v3_input_order
 
@@ -79,7 +80,9 @@ class BatchProcessors(Codemod):
             return updated
         if self._derives(original, _RAGGED):
             return self._ragged(original, updated)
-        if self._derives(original, "ModelInputs"):
+        if self._derives(original, "ModelInputs") or any(
+            isinstance(b.value, cst.Name) and b.value.value in changes(self.state).moved_classes for b in original.bases
+        ):
             return self._inputs(original, updated)
         index = self._v2_base(original)
         if index is None:
@@ -161,10 +164,11 @@ class BatchProcessors(Codemod):
         body = []
         for stmt in updated.body.body:
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "buffers":
-                new = stmt.visit(_V3Buffers())
-                if new is not stmt:
-                    self.rewrote(stmt, "MV383", "buffers: the V3 root's input order (tokens, return_n_logits, input_row_offsets, *kv)")
-                stmt = new  # type: ignore[assignment]
+                order = _V3Buffers()
+                new = stmt.visit(order)
+                if order.changed:
+                    self.rewrote(_buffers(original) or original, "MV383", "buffers: the V3 root's input order (tokens, return_n_logits, input_row_offsets, *kv)")
+                    stmt = new  # type: ignore[assignment]
             body.append(stmt)
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
@@ -226,23 +230,62 @@ class _Swap(cst.CSTTransformer):
 
 
 class _V3Buffers(cst.CSTTransformer):
-    """``return (self.tokens, self.input_row_offsets, self.return_n_logits, *self.signal_buffers, *kv)``
-    → ``return (self.tokens, self.return_n_logits, self.input_row_offsets, *kv)``."""
+    """In a ``buffers`` method, each tuple or list that starts ``(self.tokens, self.input_row_offsets,
+    self.return_n_logits, ...)`` gives them in the V3 order ``(self.tokens, self.return_n_logits,
+    self.input_row_offsets, ...)``, and ``*self.signal_buffers`` goes from each (the V3 root takes
+    none: one device). Whatever comes between them stays where it is."""
 
-    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
-        value = updated.value
-        if not isinstance(value, cst.Tuple):
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = False
+
+    def leave_Tuple(self, original: cst.Tuple, updated: cst.Tuple) -> cst.Tuple:
+        elements = self._v3(updated.elements)
+        if elements is None:
             return updated
-        args = [cst.Arg(value=e.value, star="*" if isinstance(e, cst.StarredElement) else "", comma=e.comma)
-                for e in value.elements]
-        order = v3_input_order(args)
+        if len(elements) == 1 and isinstance(elements[0].comma, cst.MaybeSentinel):
+            elements = [elements[0].with_changes(comma=cst.Comma())]  # (*kv,): still a tuple
+        if not elements and not updated.lpar:
+            return updated.with_changes(elements=[], lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return updated.with_changes(elements=elements)
+
+    def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
+        elements = self._v3(updated.elements)
+        return updated if elements is None else updated.with_changes(elements=elements)
+
+    def _v3(self, elements: Sequence[cst.BaseElement]) -> list[cst.BaseElement] | None:
+        kept = [e for e in elements if not _is_self_signals(e)]
+        if kept and len(kept) < len(elements) and elements[-1] is not kept[-1]:
+            kept[-1] = kept[-1].with_changes(comma=elements[-1].comma)  # (the layout before the bracket)
+        args = [cst.Arg(value=e.value, star="*" if isinstance(e, cst.StarredElement) else "", comma=e.comma) for e in kept]
+        order = v3_input_order(args) if args else None
+        if order is None and len(kept) == len(elements):
+            return None
+        self.changed = True
         if order is None:
-            return updated
-        elements = [
+            return kept
+        return [
             cst.StarredElement(value=a.value, comma=a.comma) if a.star else cst.Element(value=a.value, comma=a.comma)
             for a in order
         ]
-        return updated.with_changes(value=value.with_changes(elements=elements))
+
+
+def _is_self_signals(element: cst.BaseElement) -> bool:
+    """``*self.signal_buffers``."""
+    value = element.value
+    return (
+        isinstance(element, cst.StarredElement)
+        and isinstance(value, cst.Attribute)
+        and value.attr.value == _SIGNALS
+        and isinstance(value.value, cst.Name)
+        and value.value.value == "self"
+    )
+
+
+def _buffers(node: cst.ClassDef) -> cst.FunctionDef | None:
+    """``node``'s own ``buffers`` method (the original node: its position is the report's)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "buffers"), None)
 
 
 def _drop_param(params: Sequence[cst.Param]) -> list[cst.Param]:

@@ -27,7 +27,14 @@ from typing import TypeVar
 import libcst as cst
 
 from codemods.args import bind, new_keyword, relayout, without
-from codemods.base import Codemod, FileState, TransformContext, WholeModuleNeeded
+from codemods.base import (
+    Codemod,
+    FieldDecl,
+    FileState,
+    TransformContext,
+    WholeModuleNeeded,
+    nodes_of,
+)
 from codemods.layers import defines_init, with_cpu_device_init, with_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
@@ -85,7 +92,7 @@ class Dependencies(Codemod):
         v2_names = updated  # (a renamed name's V2 class is the one its attributes compare with: none of the variant's)
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
-            updated, missing = renamed, []
+            (updated, new), missing = renamed, []
         if missing and ".".join(parts) in ctx.neutral_modules:
             return updated  # (a tokenizer, a config: no V2 graph code comes with it)
         if missing:
@@ -130,14 +137,17 @@ class Dependencies(Codemod):
             raise WholeModuleNeeded  # (only the import statements were parsed)
         return self.state.module
 
-    def _renamed_names(self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom) -> cst.ImportFrom | None:
+    def _renamed_names(
+        self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom
+    ) -> tuple[cst.ImportFrom, str] | None:
         """``from ..llama3.model import LlamaModelBase`` → ``...llama3_modulev3.model import Llama3Model as LlamaModelBase``.
 
         Only when every missing name has a ``SIBLING_RENAMES`` entry the variant defines, and the
         module's subclasses of it only set class attributes (a V2 graph hook would go unused). A
         name the variant moved to another module (``llama3.model.Llama3Inputs`` →
-        ``llama3_modulev3.inputs``) is imported from there, with a TODO naming the dataclass
-        fields it lost.
+        ``llama3_modulev3.inputs``) is imported from there (this statement does, when it imports
+        nothing else), and the dataclass fields it lost are handled (``_lost_fields``). Returns the
+        statement and the variant module it imports from.
         """
         ctx = self.state.context
         new = {n: SIBLING_RENAMES.get(f"{v2_module}.{n}") for n in missing}
@@ -171,22 +181,44 @@ class Dependencies(Codemod):
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
             reported.append(f"{v2_module}.{name} → {module}.{v3} (the V3 base that builds the same model)")
-        if not aliases:
-            return None  # (every name moved: this statement would go; kept, with its TODO)
+        if not aliases and len({there for _, _, there, _ in moves}) > 1:
+            return None  # (each to its own module: kept, with its TODO)
         for message in reported:
             self.rewrote(node, "MV301", message)
         changes(self.state).renamed_bases.update(renames)
+        here = module if aliases else moves[0][2]
         for name, local, there, v3_name in moves:
-            dots = "." * (ctx.package_depth + 2)
-            self.state.needed_imports.add((f"{dots}{there}", v3_name, None if local == v3_name else local))
+            if there == here:  # (every name moved to one module: this statement imports them from there)
+                asname = None if local == v3_name else cst.AsName(name=cst.Name(local))
+                aliases.append(cst.ImportAlias(name=cst.Name(v3_name), asname=asname))
+            else:
+                dots = "." * (ctx.package_depth + 2)
+                self.state.needed_imports.add((f"{dots}{there}", v3_name, None if local == v3_name else local))
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {there}.{v3_name} (the variant moved it)")
-            gone = sorted(set(ctx.class_fields.get(f"{v2_module}.{name}", ()))
-                          - set(ctx.class_fields.get(f"{there}.{v3_name}", ())))
-            if gone:
-                self.todo("MV301", f"{there}.{v3_name} has no {', '.join(gone)} (V2 {v2_module}.{name} "
-                          "had): drop them where this package builds it or its subclasses")
+            changes(self.state).moved_classes.add(local)
+            self._lost_fields(f"{v2_module}.{name}", f"{there}.{v3_name}", local)
         last = aliases[-1]
-        return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]), here
+
+    def _lost_fields(self, v2: str, v3: str, local: str) -> None:
+        """V2 ``v2``'s fields that its V3 variant ``v3`` lacks: this module's dataclass subclasses of
+        it re-declare them (``SiblingCalls``: its callers pass them, its ``buffers`` reads them);
+        a TODO names those left to drop where the module builds ``local(...)`` itself, and any
+        that cannot be re-declared (not a field of ``v2`` itself)."""
+        ctx = self.state.context
+        gone = sorted(set(ctx.class_fields.get(v2, ())) - set(ctx.class_fields.get(v3, ())))
+        if not gone:
+            return
+        ported = tuple((g, decl) for g in gone if (decl := ctx.field_decls.get(f"{v2}.{g}")) is not None)
+        if ported:
+            changes(self.state).ported_fields[local] = (v2, ported)
+        left = [g for g in gone if g not in dict(ported)]
+        if _builds(self._whole_module(), local):
+            self.todo("MV301", f"{v3} has no {', '.join(gone)} (V2 {v2} had): drop them where this module "
+                      f"builds {local}(...)" + (" or its subclasses" if left else ""))
+        elif left:
+            self.todo("MV301", f"{v3} has no {', '.join(left)} (V2 {v2} had): drop them where this package "
+                      "builds its subclasses")
 
     def _adapters_of_existing(self, target: str, rest: list[str], node: cst.ImportFrom) -> bool:
         """``node`` imports weight adapters from a variant that already exists (not migrated in this run).
@@ -358,6 +390,13 @@ class SiblingChanges:
     renamed_bases: set[str] = field(default_factory=set)
     #: config dataclasses whose V3 variant lacks V2 fields → (the variant, those fields)
     fields_gone: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
+    #: V2 classes imported from the module their variant moved them to (``Llama3Inputs`` from
+    #: ``llama3_modulev3.inputs``): a ModuleV3 inputs class (``BatchProcessors`` orders a
+    #: subclass's ``buffers`` the V3 way)
+    moved_classes: set[str] = field(default_factory=set)
+    #: moved dataclasses whose variant lost V2 fields → (the V2 class, (field, its V2 declaration)...):
+    #: ``SiblingCalls`` re-declares them on the dataclass subclasses here
+    ported_fields: dict[str, tuple[str, tuple[tuple[str, FieldDecl], ...]]] = field(default_factory=dict)
 
 
 def changes(state: FileState) -> SiblingChanges:
@@ -390,14 +429,18 @@ class SiblingCalls(Codemod):
         self._placement_gone = changed.placement_gone
         self._rope_device = changed.rope_device
         self._fields_gone = changed.fields_gone
+        self._ported_fields = changed.ported_fields
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        fixed = self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
+        fixed = (self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
+                 | self._ported_fields.keys())
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
         self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         base = self._fixed_bases.pop()
+        if base in self._ported_fields and isinstance(updated.body, cst.IndentedBlock):
+            return self._port_fields(original, updated, base, *self._ported_fields[base])
         if base in self._kv_from_config and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
             # its callers (in any file) pass the V2 arguments: the config holds the kv_params the V3 port also takes
             self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 {_KV} "
@@ -437,6 +480,8 @@ class SiblingCalls(Codemod):
             return self._drop_placement(original, updated, name, *self._placement_gone[name])
         if name in self._rope_device:
             return self._rope_with_device(original, updated, name, self._rope_device[name])
+        if name not in self._kv_from_config:
+            return updated
         args = updated.args
         if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
             return updated
@@ -450,6 +495,35 @@ class SiblingCalls(Codemod):
                                           cst.Arg(value=value, keyword=cst.Name(_KV),
                                                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                         whitespace_after=cst.SimpleWhitespace("")))])
+
+    def _port_fields(
+        self, original: cst.ClassDef, updated: cst.ClassDef, base: str, v2: str, fields: tuple[tuple[str, FieldDecl], ...]
+    ) -> cst.ClassDef:
+        """``@dataclass class X(Llama3Inputs)`` re-declares the V2 fields the V3 base lost, keyword-only
+        (V2's callers still pass them, its methods read them), after its own fields."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        body = list(updated.body.body)
+        own = {s.target.value for line in body if isinstance(line, cst.SimpleStatementLine) for s in line.body
+               if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name)}
+        missing = [(name, decl) for name, decl in fields if name not in own]
+        if not missing:
+            return updated
+        if not _is_dataclass(original):
+            self.todo("MV301", f"class {original.name.value}({base}): {base}'s V3 variant has no "
+                      f"{', '.join(n for n, _ in missing)} (V2 {v2} had): declare them here or drop them where it is built")
+            return updated
+        self.state.import_name("dataclasses", "field")
+        new: list[cst.BaseStatement] = []
+        for name, decl in missing:
+            for module, imported in decl.imports:
+                self.state.import_name(module, imported)
+            new.append(cst.parse_statement(f"{name}: {decl.annotation} = {decl.value}\n"))
+        comment = f"# V2 {v2.rsplit('.', 1)[-1]}'s fields its V3 variant lacks: V2's callers pass them"
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=True, comment=cst.Comment(comment))])
+        at = next((i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body))
+        self.rewrote(original, "MV301", f"class {original.name.value}({base}): re-declares V2 {', '.join(n for n, _ in missing)} "
+                     f"(its V3 variant has none)")
+        return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], *new, *body[at:]]))
 
     def _drop_fields(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
         """``cls(..., use_subgraphs=x)`` → ``cls(...)`` when the V3 base has no such field (the
@@ -506,6 +580,24 @@ V2_GRAPH_HOOKS = frozenset({
     "load_model", "load_graphs", "compile_graphs", "init_graphs", "_build_graph_for_compile",
     "_single_device_spec", "_tensor_parallel_spec", "_data_parallel_spec",
 })
+
+
+def _is_dataclass(node: cst.ClassDef) -> bool:
+    """``@dataclass`` / ``@dataclass(...)`` / ``@dataclasses.dataclass``."""
+    for deco in node.decorators:
+        func = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+        if (isinstance(func, cst.Name) and func.value == "dataclass") or (
+            isinstance(func, cst.Attribute) and func.attr.value == "dataclass"
+        ):
+            return True
+    return False
+
+
+def _builds(module: cst.Module, name: str) -> bool:
+    """``module`` calls ``name(...)``."""
+    return any(
+        isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == name for c in nodes_of(module, (cst.Call,))
+    )
 
 
 def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemods.base import FieldDecl
 from codemods.resolve import statement_blocks
 from migrate_v3.classify import classify_bytes
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
@@ -84,6 +85,8 @@ class Plan:
     #: dotted modules of those V2 siblings that use no V2 API (``check``: neutral; a tokenizer,
     #: a config): a V3 package importing them brings in no V2 graph code
     neutral_modules: frozenset[str] = frozenset()
+    #: ``pkg.module.Class.field`` → its declaration, for the dataclasses of those V2 siblings
+    field_decls: dict[str, FieldDecl] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -165,6 +168,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     signatures: dict[str, tuple[str, ...]] = {}
     data: set[str] = set()
     bases: dict[str, list[str]] = {}
+    decls: dict[str, FieldDecl] = {}
     read: set[Path] = set()
     neutral: set[str] = set()
     for target in targets:
@@ -176,7 +180,9 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 exports.update(module_exports(variant, trees))
                 v2 = target.source.parent / dep
                 neutral |= _neutral_modules(v2)
-                for package, known in ((variant, trees), (v2, module_trees(v2) if v2.is_dir() else None)):
+                v2_trees = module_trees(v2) if v2.is_dir() else None
+                decls.update(field_declarations(v2_trees or []))
+                for package, known in ((variant, trees), (v2, v2_trees)):
                     found, inits, datas = class_facts(package, known)
                     attributes.update(found)
                     signatures.update(inits)
@@ -189,7 +195,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
-        inherited(attributes, bases), frozenset(neutral),
+        inherited(attributes, bases), frozenset(neutral), decls,
     )
 
 
@@ -337,6 +343,51 @@ def _is_dataclass(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: fr
         and _is_dataclass(classes[b.id], classes, seen | {node.name})
         for b in node.bases
     )
+
+
+def field_declarations(trees: ModuleTrees) -> dict[str, FieldDecl]:
+    """``pkg.module.Class.field`` → how a subclass re-declares it, for every annotated field of
+    every dataclass of ``trees``: ``x: T`` → ``field(kw_only=True)``, ``x: T = v`` →
+    ``field(kw_only=True, default=v)``, ``x: T = field(...)`` → the same call with
+    ``kw_only=True``; with the module's absolute ``from`` imports of the names they use."""
+    out: dict[str, FieldDecl] = {}
+    for parts, tree in trees:
+        if tree is None:
+            continue
+        imported: dict[str, tuple[str, str]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level and not node.module.startswith(_ARCHITECTURES):
+                imported.update((a.asname or a.name, (node.module, a.name)) for a in node.names if a.asname is None)
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        for name, cls in classes.items():
+            if not _is_dataclass(cls, classes, frozenset()):
+                continue
+            for stmt in cls.body:
+                if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
+                    continue
+                if "ClassVar" in ast.unparse(stmt.annotation):
+                    continue
+                value = _kw_only_field(stmt.value)
+                if value is None:
+                    continue
+                used = {n.id for n in ast.walk(stmt.annotation) if isinstance(n, ast.Name)}
+                if stmt.value is not None:
+                    used |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} - {"field"}
+                needs = tuple(sorted(imported[n] for n in used if n in imported))
+                out[".".join([*parts, name, stmt.target.id])] = FieldDecl(ast.unparse(stmt.annotation), value, needs)
+    return out
+
+
+def _kw_only_field(value: ast.expr | None) -> str | None:
+    """The keyword-only ``field(...)`` of a field declared ``= value`` (None: none can be written)."""
+    if value is None:
+        return "field(kw_only=True)"
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
+        if value.args or any(k.arg is None for k in value.keywords):
+            return None
+        kept = [f"{k.arg}={ast.unparse(k.value)}" for k in value.keywords if k.arg != "kw_only"]
+        return f"field({', '.join(['kw_only=True', *kept])})"
+    return f"field(kw_only=True, default={ast.unparse(value)})"
 
 
 def init_signature(init: ast.FunctionDef) -> tuple[str, ...]:

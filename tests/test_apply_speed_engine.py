@@ -21,6 +21,7 @@ import codemods.grammar as node_grammar
 import migrate_v3.pipeline as pipeline
 from codemods.base import FileState, TransformContext, fast_path_problem, grammar, positions, render
 from migrate_v3.apply import apply_paths
+from tests.test_codemods import _context
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -37,13 +38,6 @@ SYNTAX = ROOT / "tests" / "data" / "engine_syntax.py"
 #: every fixture file libcst parses (the syntax-error fixtures are the check's cases)
 INPUTS = [p for p in sorted(FIXTURES.rglob("*.py")) if _parses(p)] + [SYNTAX]
 CASES = [*sorted(FIXTURES.rglob("*.input.py")), SYNTAX]
-
-
-def _context(case: Path, **overrides: object) -> TransformContext:
-    ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
-    data = json.loads(ctx_file.read_text()) if ctx_file.suffix == ".json" and ctx_file.exists() else {}
-    data.update(overrides)
-    return TransformContext(**data)
 
 
 def _both(source: str, ctx: TransformContext, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +24,10 @@ from codemods.residual import statements
 from migrate_v3.apply import apply_paths
 from migrate_v3.findings import Finding
 from migrate_v3.knowledge.layers import FUNCTIONS
-from migrate_v3.pipeline import TransformContext, transform_source
+from migrate_v3.pipeline import transform_source
 from migrate_v3.rules import RULES, Fix
 from migrate_v3.scan import scan_source
+from tests.test_codemods import _context
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -122,12 +122,6 @@ def _report(name: str, source: str, output: str, rewrites: list[Finding]) -> lis
         f"{name}:{f.line}: {f.code} {f.message} ({why})"
         for f, why in not_carried_out(source, output, scan_source(source).findings, rewrites)
     ]
-
-
-def _context(case: Path) -> TransformContext:
-    ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
-    data = json.loads(ctx_file.read_text()) if case.name.endswith(".input.py") and ctx_file.exists() else {}
-    return TransformContext(**data)
 
 
 def _parses(path: Path) -> bool:

@@ -15,7 +15,7 @@ import libcst as cst
 import pytest
 
 import codemods
-from codemods.base import TODO_RE
+from codemods.base import TODO_RE, FieldDecl
 from migrate_v3.pipeline import TransformContext, TransformError, transform_source
 from migrate_v3.rules import RULES
 
@@ -28,7 +28,7 @@ CASES = sorted(p for d in CODEMOD_DIRS for p in (FIXTURES / d).glob("*.input.py"
 
 def _context(case: Path, **overrides: object) -> TransformContext:
     ctx_file = case.with_name(case.name.replace(".input.py", ".context.json"))
-    data = json.loads(ctx_file.read_text()) if ctx_file.exists() else {}
+    data = json.loads(ctx_file.read_text()) if ctx_file != case and ctx_file.exists() else {}
     # (JSON has lists where the plan gives frozensets of names)
     if "class_attributes" in data:
         data["class_attributes"] = {k: frozenset(v) for k, v in data["class_attributes"].items()}
@@ -40,6 +40,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["neutral_modules"] = frozenset(data["neutral_modules"])
     if "class_fields" in data:
         data["class_fields"] = {k: frozenset(v) for k, v in data["class_fields"].items()}
+    if "field_decls" in data:  # [annotation, value, [[module, name], ...]]
+        data["field_decls"] = {k: FieldDecl(a, v, tuple(map(tuple, i))) for k, (a, v, i) in data["field_decls"].items()}
     data.update(overrides)
     return TransformContext(**data)
 
