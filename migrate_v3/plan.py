@@ -357,7 +357,7 @@ def field_declarations(trees: ModuleTrees) -> dict[str, FieldDecl]:
         imported: dict[str, tuple[str, str]] = {}
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module and not node.level and not node.module.startswith(_ARCHITECTURES):
-                imported.update((a.asname or a.name, (node.module, a.name)) for a in node.names if a.asname is None)
+                imported.update((a.name, (node.module, a.name)) for a in node.names if a.asname is None)
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         for name, cls in classes.items():
             if not _is_dataclass(cls, classes, frozenset()):

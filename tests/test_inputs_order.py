@@ -13,43 +13,25 @@ No graph is built: the dataclasses and their ``buffers`` are plain Python.
 from __future__ import annotations
 
 import importlib
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from migrate_v3.apply import apply_paths
+from tests.migrated_archs import migrated_archs
 
 #: the V2 packages, the ``*Inputs`` class of each one's ``model`` module
 PACKAGES = {"hy_v3": "HYV3Inputs", "step3p5": "Step3p5Inputs", "minimax_m2": "MiniMaxM2Inputs"}
-
-
-def _architectures() -> Path:
-    import max.pipelines.architectures as archs
-
-    return Path(archs.__file__).parent
 
 
 @pytest.fixture(scope="module")
 def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """The three packages with ``llama3`` and its official ``llama3_modulev3``, copied from max into
     ``archs/`` and the three migrated in one run, importable as ``archs``."""
-    tmp_path = tmp_path_factory.mktemp("inputs_order")
-    pkg = tmp_path / "archs"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    for name in (*PACKAGES, "llama3", "llama3_modulev3"):
-        shutil.copytree(_architectures() / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    report = apply_paths([pkg / name for name in PACKAGES], out=pkg, force=False, diff=False, jobs=1)
-    assert not report.errors and not any(f.error for f in report.files)
-    sys.path.insert(0, str(tmp_path))
-    yield importlib.import_module("archs")
-    sys.path.remove(str(tmp_path))
-    for mod in [m for m in sys.modules if m.split(".")[0] == "archs"]:
-        del sys.modules[mod]
+    copied = (*PACKAGES, "llama3", "llama3_modulev3")
+    with migrated_archs(tmp_path_factory.mktemp("inputs_order"), "archs", copied, list(PACKAGES)) as pkg:
+        yield pkg
 
 
 class _Value:

@@ -22,8 +22,6 @@ a shared 2-core CPU, cached after.
 from __future__ import annotations
 
 import importlib
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -31,34 +29,18 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from migrate_v3.apply import apply_paths
 from migrate_v3.verify.kv_inputs import runtime_kv_inputs
+from tests.migrated_archs import migrated_archs
 
 PROMPT = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int64)
-
-
-def _architectures() -> Path:
-    import max.pipelines.architectures as archs
-
-    return Path(archs.__file__).parent
 
 
 @pytest.fixture(scope="module")
 def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """``archs/{llama3,olmo2}`` copied from max and migrated together, importable as ``archs``."""
-    tmp_path = tmp_path_factory.mktemp("llama_family")
-    pkg = tmp_path / "archs"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    for name in ("llama3", "olmo2"):
-        shutil.copytree(_architectures() / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    report = apply_paths([pkg / "olmo2", pkg / "llama3"], out=pkg, force=False, diff=False, jobs=1)
-    assert not report.errors and not any(f.error for f in report.files)
-    sys.path.insert(0, str(tmp_path))
-    yield importlib.import_module("archs")
-    sys.path.remove(str(tmp_path))
-    for mod in [m for m in sys.modules if m.split(".")[0] == "archs"]:
-        del sys.modules[mod]
+    names = ("olmo2", "llama3")
+    with migrated_archs(tmp_path_factory.mktemp("llama_family"), "archs", names, names) as pkg:
+        yield pkg
 
 
 def _config_args(kv: object, tied: bool) -> dict[str, object]:

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from migrate_v3.apply import apply_paths
+from tests.migrated_archs import migrated_archs
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "sharding"
@@ -284,22 +285,9 @@ def test_head_split_attention_places_and_stages(patterns: tuple[ModuleType, Modu
 @pytest.fixture(scope="module")
 def archs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     """max's ``mistral``, ``llama3`` and ``qwen3`` copied into package ``sharchs`` and migrated in one apply run."""
-    import max.pipelines.architectures as installed
-
-    root = tmp_path_factory.mktemp("shard_archs")
-    pkg = root / "sharchs"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
     names = ("mistral", "llama3", "qwen3")
-    for name in names:
-        shutil.copytree(Path(installed.__file__).parent / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    report = apply_paths([pkg / name for name in names], out=pkg, jobs=1)
-    assert not report.errors and not any(f.error for f in report.files)
-    sys.path.insert(0, str(root))
-    yield importlib.import_module("sharchs")
-    sys.path.remove(str(root))
-    for mod in [m for m in sys.modules if m.split(".")[0] == "sharchs"]:
-        del sys.modules[mod]
+    with migrated_archs(tmp_path_factory.mktemp("shard_archs"), "sharchs", names, names) as pkg:
+        yield pkg
 
 
 def _kv(devices: list[Any]) -> Any:

@@ -26,18 +26,13 @@ import numpy as np
 import pytest
 
 from migrate_v3.apply import apply_paths
-
-
-def _architectures() -> Path:
-    import max.pipelines.architectures as archs
-
-    return Path(archs.__file__).parent
+from tests.migrated_archs import architectures
 
 
 def _migrate(name: str, tmp_path: Path) -> Path:
     """Copy max's ``name/`` package to tmp and ``apply`` it; returns the out dir."""
     src = tmp_path / "v2" / name
-    shutil.copytree(_architectures() / name, src, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(architectures() / name, src, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "out"
     report = apply_paths([src], out=out, force=False, diff=False, jobs=1)
     assert not report.errors and not any(f.error for f in report.files), report.errors
