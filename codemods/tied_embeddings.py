@@ -14,16 +14,25 @@ None``: the port computes ``norm(h) @ embed_tokens.weight.T`` when it has no
 head. Other aliases get a TODO.
 
 A head built with V2's ``tied_weight=self.E.weight`` (``ColumnParallelLinear``,
-alone or as ``self.E.weight if C else None``) becomes, where it is tied, a
-function of the embedding's weight, so every call of it (in the class, in a
-mixin, through a helper it is passed to) computes V2's ``x @ E.weight.T``
-and the checkpoint needs no head tensor:
+alone or as ``self.E.weight if C else None``) is ``None`` where it is tied, and
+the class gets an ``H`` property that reads it as a function of the embedding's
+weight, so every call of it (in the class, in a mixin, through a helper it is
+passed to) computes V2's ``x @ E.weight.T`` and the checkpoint needs no head
+tensor. The function is made when the head is read, from the module that reads
+it: ``Module.compile`` traces a *copy* of the module holding the checkpoint's
+weights, and a function stored in ``__init__`` would keep reading the original
+module's (random) weight:
 
     self.lm_head = ColumnParallelLinear(..., tied_weight=(self.embed_tokens.weight if tie else None))
     →  if tie:
-           self.lm_head = lambda x: x @ self.embed_tokens.weight.T  # tied: ...
+           self.lm_head = None  # tied: ...
        else:
            self.lm_head = ColumnParallelLinear(...)
+       ...
+       @property
+       def lm_head(self) -> Any:  # None set: lambda x: x @ self.embed_tokens.weight.T
+       @lm_head.setter
+       def lm_head(self, head: Any) -> None: ...
 
     self.lm_head = Linear(...)
     if config.tie_word_embeddings:
@@ -178,10 +187,12 @@ def _without_tied_weight(call: cst.Call) -> cst.Call:
 
 
 def _tied_head(tie: _Tie, untied: cst.SimpleStatementLine) -> cst.BaseStatement:
-    """``self.H = lambda x: x @ self.E.weight.T`` (under ``if C:``, ``untied`` in the ``else``)."""
+    """``self.H = None`` (under ``if C:``, ``untied`` in the ``else``): the ``H`` property
+    (:func:`_head_property`) computes with the embedding's weight."""
     tied = cst.parse_statement(
-        f"self.{tie.head} = lambda x: x @ self.{tie.embedding}.weight.T"
-        f"  # tied: V3 has no weight aliasing (V2's {_TIED_KEYWORD}=); the head computes with the embedding's weight\n"
+        f"self.{tie.head} = None"
+        f"  # tied: V3 has no weight aliasing (V2's {_TIED_KEYWORD}=); the {tie.head} property computes with "
+        f"self.{tie.embedding}.weight\n"
     )
     if tie.condition is None:
         return tied.with_changes(leading_lines=untied.leading_lines)
@@ -192,6 +203,26 @@ def _tied_head(tie: _Tie, untied: cst.SimpleStatementLine) -> cst.BaseStatement:
         body=branch.body.with_changes(body=[tied]),
         orelse=branch.orelse.with_changes(body=branch.orelse.body.with_changes(body=[untied.with_changes(leading_lines=[])])),
     )
+
+
+def _head_property(tie: _Tie, any_name: str) -> list[cst.BaseStatement]:
+    """The ``H`` property and setter: what was set, or (``None`` set: tied) the embedding's
+    transpose of the module that reads it."""
+    h, e = tie.head, tie.embedding
+    code = (
+        f"@property\n"
+        f"def {h}(self) -> {any_name}:\n"
+        f'    """The head; tied (None): x @ {e}.weight.T read from this module as compile() copies it."""\n'
+        f'    head = self.__dict__.get("{h}")\n'
+        f"    return head if head is not None else (lambda x: x @ self.{e}.weight.T)\n"
+        f"\n"
+        f"@{h}.setter\n"
+        f"def {h}(self, head: {any_name}) -> None:\n"
+        f'    self.__dict__["{h}"] = head\n'
+    )
+    module = cst.parse_module(code)
+    return [stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) if isinstance(stmt, cst.FunctionDef) else stmt
+            for stmt in module.body]
 
 
 class TiedEmbeddings(Codemod):
@@ -266,7 +297,12 @@ class TiedEmbeddings(Codemod):
             for head in heads:
                 if _other_reads(updated, head.head):  # (a transformer rebuilds every node: only then)
                     updated = updated.visit(_HeadCalls(head, calls=False))  # type: ignore[assignment]
-            return updated
+            assert isinstance(updated.body, cst.IndentedBlock)
+            any_name = self.state.import_name("typing", "Any")
+            added: list[cst.BaseStatement] = []
+            for head in {h.head: h for h in heads}.values():
+                added.extend(_head_property(head, any_name))
+            return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, *added]))
         body = list(updated.body.body)
         for k, item in enumerate(body):
             if isinstance(item, cst.FunctionDef) and item.name.value == "__init__":
