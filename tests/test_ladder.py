@@ -886,3 +886,18 @@ def test_a_stop_that_surfaced_as_another_error_still_ends_the_package_there() ->
     clean = ArchResult("a", "a_modulev3", steps=[Step("L1", True, ""), Step("L2", True, "")])
     _stopped(clean, "stopped: limit")
     assert [(s.rung, s.ok, s.detail) for s in clean.steps][-1] == ("L3", False, "stopped: limit")
+
+
+@pytest.mark.slow  # two compiles (V2's graph, the migrated V3 module): ~2.5 min cold
+def test_migrated_gemma3_matches_v2_on_cpu(tmp_path: Path) -> None:
+    """L5 on one family the tool rewrites end to end (scaled embedding, Gemma RMSNorm, sliding and
+    global attention, the tied head): same checkpoint, same inputs, V2's graph vs the migrated V3
+    module. Its tied head once traced and multiplied by the wrong weight (max |diff| 27.5)."""
+    out = tmp_path / "ladder.json"
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "ladder.py"), "gemma3", "-j", "1", "--l5",
+                          "--json", str(out)], capture_output=True, text=True, check=False)
+    assert out.is_file(), run.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["packages"]
+    l5 = [s for s in row["steps"] if s["rung"] == "L5"]
+    assert l5 and l5[0]["ok"], l5 or row["steps"]
+    assert "max |diff|" in l5[0]["detail"] and "within the dtype tolerance" in l5[0]["detail"]
