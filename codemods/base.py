@@ -74,6 +74,8 @@ class TransformContext:
     data_classes: frozenset[str] = frozenset()
     #: ``pkg.module.Class.field`` → its declaration, for the fields of those V2 dataclasses
     field_decls: dict[str, FieldDecl] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → the qualified ``max`` library class it subclasses, same classes
+    library_bases: dict[str, str] = field(default_factory=dict)
     #: dotted modules of V2 siblings that use no V2 API (importing them brings no V2 graph code)
     neutral_modules: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)
@@ -148,6 +150,9 @@ class FileState:
     module: cst.Module | None = None
     #: facts one codemod leaves for a later one in the same traversal, by the codemod's name
     shared: dict[str, Any] = field(default_factory=dict)
+    #: local names of sibling classes imported as their variant's class of the same V3 base
+    #: (``Dependencies``) → the ``LayerSpec`` mapping their calls (``LayerConstructors``, ``LayerCalls``)
+    layer_substitutes: dict[str, Any] = field(default_factory=dict)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name) and id(node) in self.non_refs:

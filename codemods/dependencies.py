@@ -38,7 +38,7 @@ from codemods.base import (
 from codemods.layers import defines_init, with_cpu_device_init, with_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
-from migrate_v3.knowledge.layers import PLACEMENT_ARGS
+from migrate_v3.knowledge.layers import LAYERS, PLACEMENT_ARGS, LayerSpec, subclass_spec, v2_symbol
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _ADAPTERS = "weight_adapters"
@@ -93,6 +93,9 @@ class Dependencies(Codemod):
         renamed = self._renamed_names(".".join(parts), new, missing, updated) if missing else None
         if renamed is not None:
             (updated, new), missing = renamed, []
+        same = self._same_base_classes(".".join(parts), new, missing, updated) if missing else None
+        if same is not None:
+            updated, missing = same, []
         if missing and ".".join(parts) in ctx.neutral_modules:
             return updated  # (a tokenizer, a config: no V2 graph code comes with it)
         if missing:
@@ -199,6 +202,53 @@ class Dependencies(Codemod):
             self._lost_fields(f"{v2_module}.{name}", f"{there}.{v3_name}", local)
         last = aliases[-1]
         return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]), here
+
+    def _same_base_classes(
+        self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom
+    ) -> cst.ImportFrom | None:
+        """``from ..gemma3.layers.scaled_word_embedding import ScaledWordEmbedding`` → ``from
+        ..gemma3_modulev3.layers.scaled_word_embedding import ScaledEmbedding as ScaledWordEmbedding``.
+
+        Only when each missing name is a V2 subclass of a library layer with a signature map, and
+        the variant's module has exactly one subclass of that layer's V3 class, taking what the
+        base's map gives plus every parameter the V2 subclass adds (``subclass_spec``). Its calls
+        here are then mapped like the base's (``LayerConstructors``), and called the V3 way
+        (``LayerCalls``).
+        """
+        ctx = self.state.context
+        if isinstance(node.names, cst.ImportStar) or not ctx.library_bases:
+            return None
+        found: dict[str, LayerSpec] = {}
+        for name in missing:
+            key = f"{v2_module}.{name}"
+            base = LAYERS.get(v2_symbol(ctx.library_bases.get(key)) or "")
+            init = ctx.class_signatures.get(key)
+            if base is None or init is None:
+                return None
+            twins = [
+                k for k, b in ctx.library_bases.items()
+                if k.rpartition(".")[0] == module and b.startswith("max.experimental.")
+                and b.rpartition(".")[2] == base.v3_name and k in ctx.class_signatures
+            ]
+            spec = subclass_spec(base, name, init, twins[0].rpartition(".")[2], ctx.class_signatures[twins[0]]) if len(twins) == 1 else None
+            if spec is None:
+                return None
+            found[name] = spec
+        self._whole_module()  # (its calls change too)
+        aliases: list[cst.ImportAlias] = []
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+            spec = found.get(name)
+            if spec is None:
+                aliases.append(alias)
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            asname = None if local == spec.v3_name else cst.AsName(name=cst.Name(local))
+            aliases.append(alias.with_changes(name=cst.Name(spec.v3_name), asname=asname))
+            self.state.layer_substitutes[local] = spec
+            self.rewrote(node, "MV301", f"{v2_module}.{name} → {module}.{spec.v3_name} (both subclass {spec.like}; "
+                         f"it takes the parameters {name} adds: its calls are mapped as {spec.like}'s)")
+        return node.with_changes(names=aliases)
 
     def _lost_fields(self, v2: str, v3: str, local: str) -> None:
         """V2 ``v2``'s fields that its V3 variant ``v3`` lacks: this module's dataclass subclasses of

@@ -50,7 +50,7 @@ class KVCache(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "unflatten_" in source or "PagedCacheValues" in source
+        return "unflatten" in source or "PagedCacheValues" in source
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom | cst.RemovalSentinel:
         for local, target in import_bindings(original):
@@ -97,17 +97,18 @@ class KVCache(Codemod):
         return updated
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        if not isinstance(updated.body, cst.IndentedBlock) or "unflatten_" not in self.state.source:
+        if not isinstance(updated.body, cst.IndentedBlock) or "unflatten" not in self.state.source:
             return updated  # (no trace() of this file unflattens: no need to print one to know)
         body = list(updated.body.body)
         for i, stmt in enumerate(body):
             if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "trace"):
                 continue
             code = source(stmt)
-            if "unflatten_" not in code:
+            bridged = has_own_call(body)
+            # (a trace() that unflattens a tree of inputs other than KV ones: only beside the class's own forward)
+            if "unflatten_" not in code and not ("unflatten(" in code and bridged):
                 return updated
             result: cst.FunctionDef | str
-            bridged = has_own_call(body)
             unlisted: set[str] = set()
             if bridged:
                 result = _bridged(body, i, stmt, unlisted)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from codemods.args import self_attr, source
-from codemods.base import TODO_PREFIX, Codemod, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, TransformContext, attach_todos
 from migrate_v3.knowledge.layers import CALL_DROPS
 
 
@@ -68,6 +68,11 @@ class LayerCalls(Codemod):
     def applies(cls, source: str) -> bool:
         return any(name in source for name in CALL_DROPS)
 
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        # (a sibling's subclass of one, imported as its variant's class: ``_layer_built``)
+        return cls.applies(source) or (bool(context.library_bases) and ("architectures." in source or "from .." in source))
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         #: per class being visited: its base layer (or None), attribute → layer
@@ -93,10 +98,18 @@ class LayerCalls(Codemod):
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
-                    layer = _layer(self.qualname(assign.value.func)) if name and isinstance(assign.value, cst.Call) else None
+                    layer = self._layer_built(assign.value.func) if name and isinstance(assign.value, cst.Call) else None
                     if name and layer:
                         attrs[name] = layer
         self.classes.append((base, attrs))
+
+    def _layer_built(self, func: cst.BaseExpression) -> str | None:
+        """The ``CALL_DROPS`` layer a constructor call builds: a max layer, or a sibling's subclass
+        of one imported as its variant's V3 class (``FileState.layer_substitutes``)."""
+        spec = self.state.layer_substitutes.get(func.value) if isinstance(func, cst.Name) else None
+        if spec is not None:
+            return spec.like if spec.like in CALL_DROPS else None
+        return _layer(self.qualname(func))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.classes.pop()

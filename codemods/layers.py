@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, self_attr, source, without
-from codemods.base import Codemod, FileState, nodes_of
+from codemods.base import Codemod, FileState, TransformContext, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
@@ -171,6 +171,11 @@ class LayerConstructors(Codemod):
     @classmethod
     def applies(cls, source: str) -> bool:
         return "max.nn" in source or "from max import nn" in source
+
+    @classmethod
+    def applies_to(cls, source: str, context: TransformContext) -> bool:
+        # (a sibling's layer subclass, imported as its variant's class, is called with V2 arguments)
+        return cls.applies(source) or (bool(context.library_bases) and ("architectures." in source or "from .." in source))
 
     def __init__(self, state: FileState) -> None:
         super().__init__(state)
@@ -563,6 +568,8 @@ class LayerConstructors(Codemod):
         if qualified in _PARTIAL:
             return self._partial(original, updated)
         symbol = v2_symbol(qualified)
+        if isinstance(original.func, cst.Name) and original.func.value in self.state.layer_substitutes:
+            return self._substitute_call(original, updated, self.state.layer_substitutes[original.func.value])
         if isinstance(original.func, cst.Name) and original.func.value in self.removed_params:
             return self._drop_removed_args(original, updated, *self.removed_params[original.func.value])
         if symbol is None:
@@ -576,6 +583,15 @@ class LayerConstructors(Codemod):
             factory = self._factory(original.func) if qualified is None or "." not in qualified else None
             return self._factory_call(original, updated, factory) if factory else updated
         return self._layer_call(original, updated, symbol)
+
+    def _substitute_call(self, original: cst.Call, updated: cst.Call, spec: LayerSpec) -> cst.BaseExpression:
+        """A sibling's V2 layer subclass imported as its variant's V3 class (``Dependencies``):
+        mapped like its library base (``subclass_spec``); the name stays (the import aliases it)."""
+        bound = bind(updated, spec.v2_params, spec.v2_kwonly)
+        if bound is None:
+            self.todo("MV342", f"{spec.v2_name}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
+            return updated
+        return self._rebuild(original, updated, bound, spec, spec.v3_name, func=updated.func)
 
     def _kwargs_dict(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         """The keywords of a ``dict(...)`` spread into ``symbol``'s constructor, mapped where they are built."""
@@ -787,8 +803,10 @@ class LayerConstructors(Codemod):
         factory: bool = False,
         preset: frozenset[str] = frozenset(),
         extra: tuple[str, ...] = (),
+        func: cst.BaseExpression | None = None,
     ) -> cst.Call:
-        """``extra``: V2 arguments kept as they are, after the V3 ones (a helper class takes them)."""
+        """``extra``: V2 arguments kept as they are, after the V3 ones (a helper class takes them);
+        ``func``: the callee to keep (no V3 class to import)."""
         v2 = spec.v2_name
         new: dict[str, cst.Arg] = {}
         notes: list[str] = []
@@ -848,11 +866,11 @@ class LayerConstructors(Codemod):
             spec.caveat
             and not factory
             and not self._call_site_is_a_port(original, v3_module or spec.v3_module, v3_name)
-            and not self._calls_are_rewritten(original, v2)
+            and not self._calls_are_rewritten(original, spec.like or v2)
         ):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
         ordered = [new[p] for p in (*spec.v3_params, *extra) if p in new]
-        func = self._ref(original.func, v3_module or spec.v3_module, v3_name)
+        func = func or self._ref(original.func, v3_module or spec.v3_module, v3_name)
         self.rewrote(original, "MV340", f"{v2}(...) → {v3_name}(...) keywords" + (f" ({', '.join(notes)})" if notes else ""))
         return updated.with_changes(func=func, args=relayout(updated.args, ordered))
 

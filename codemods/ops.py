@@ -36,7 +36,8 @@ _SCOPE_HOOKS = (
     "visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef",
     "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp",
 )
-_TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(")
+_TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
+             *(q.rpartition(".")[2] for q in K.FUNCTIONAL_TWINS))
 
 
 def _f_attr(name: str) -> cst.Attribute:
@@ -159,6 +160,11 @@ class Ops(Codemod):
         qual = self.qualname(func)
         if qual is not None and qual.startswith(_KERNELS):
             return self._kernel_call(original, updated, qual[len(_KERNELS) :])
+        if qual in K.FUNCTIONAL_TWINS:
+            module, _, v2 = qual.rpartition(".")
+            name = self.state.import_name(module, K.FUNCTIONAL_TWINS[qual])
+            self.rewrote(original, "MV370", f"{v2} → {name} (its Tensor form, beside it in {module})")
+            return updated.with_changes(func=cst.Name(name))
         if isinstance(func, cst.Attribute) and op is None:
             return self._method_call(original, updated, func.attr.value)
         return updated

@@ -101,7 +101,16 @@ def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpressi
 
 
 def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """``<module>.shard(<devices>)`` (or ``list(...)`` of it) → the module expression."""
+    """``<module>.shard(<devices>)`` (or ``list(...)`` of it), or ``[<module>] * n`` (the one
+    module on every device: a stateless one) → the module expression."""
+    if (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Multiply)
+        and isinstance(expr.left, cst.List)
+        and len(expr.left.elements) == 1
+        and not isinstance(expr.left.elements[0], cst.StarredElement)
+    ):
+        return expr.left.elements[0].value
     if (
         isinstance(expr, cst.Call)
         and dotted(expr.func) in ("list", "tuple")

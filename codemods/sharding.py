@@ -168,6 +168,40 @@ def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+class _OntoMesh(cst.CSTTransformer):
+    """``w.to(h.device)`` in ``[... for h in hs]`` → ``w.to(hs.mesh)``: V2's copy of ``w`` beside
+    each device's ``h`` is, in V3, ``w`` on the mesh of the one distributed ``hs`` (replicated)."""
+
+    def __init__(self, var: str, seq: str) -> None:
+        super().__init__()
+        self.var, self.seq = var, seq
+        self.one_device = False  # a ``device=h.device`` became ``device=hs.device``
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        """``f(..., device=h.device)`` → ``device=hs.device`` (what ``f`` builds goes where ``hs`` is)."""
+        value = updated.value
+        if (
+            updated.keyword is not None and updated.keyword.value == "device"
+            and isinstance(value, cst.Attribute) and value.attr.value == "device"
+            and isinstance(value.value, cst.Name) and value.value.value == self.var
+        ):
+            self.one_device = True
+            return updated.with_changes(value=value.with_changes(value=cst.Name(self.seq)))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        arg = updated.args[0] if len(updated.args) == 1 and updated.args[0].keyword is None else None
+        if (
+            isinstance(func, cst.Attribute) and func.attr.value == "to" and arg is not None
+            and isinstance(arg.value, cst.Attribute) and arg.value.attr.value == "device"
+            and isinstance(arg.value.value, cst.Name) and arg.value.value.value == self.var
+            and self.var not in _names_in(func.value)
+        ):
+            return updated.with_changes(args=[arg.with_changes(value=_expr(f"{self.seq}.mesh"))])
+        return updated
+
+
 def _substitute(elt: cst.BaseExpression, names: dict[str, cst.BaseExpression], index: str | None) -> cst.BaseExpression | None:
     sub = _Subst(names, index)
     out = elt.visit(sub)
@@ -603,6 +637,16 @@ class Sharding(Codemod):
         the copy ``[h for h in hs]`` → ``hs``."""
         comp = updated.for_in
         target, it = comp.target, comp.iter
+        elt = updated.elt
+        if isinstance(target, cst.Name) and isinstance(it, cst.Name) and ".device" in source(elt):
+            onto = _OntoMesh(target.value, it.value)
+            moved = elt.visit(onto)
+            assert isinstance(moved, cst.BaseExpression)
+            elt = moved
+            if onto.one_device:
+                self.todo("MV391", f"{it.value}.device stands for each device's {target.value}.device: right on one "
+                          f"device; a value distributed over several has no one device (V3 raises): build on "
+                          f"{it.value}.mesh there")
         copy = (  # (where the signature keeps its lists, a copy stays a list: only the forward's goes)
             isinstance(target, cst.Name) and isinstance(updated.elt, cst.Name) and updated.elt.value == target.value
             and bool(self._funcs) and self._funcs[-1][0].name.value == "__call__"
@@ -612,10 +656,10 @@ class Sharding(Codemod):
             and isinstance(it, cst.Name)
             and self._per_device
             and it.value in self._per_device[-1]
-            and (copy or computes_on(updated.elt, target.value))
+            and (copy or computes_on(elt, target.value))
         ):
             return updated
-        result = _substitute(updated.elt, {target.value: it}, None)
+        result = _substitute(elt, {target.value: it}, None)
         if result is None:
             return updated
         self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")

@@ -125,6 +125,7 @@ def _contexts(
         data_classes=the_plan.data_classes,
         class_fields=the_plan.class_fields,
         field_decls=the_plan.field_decls,
+        library_bases=the_plan.library_bases,
         neutral_modules=the_plan.neutral_modules,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,

@@ -87,6 +87,9 @@ class Plan:
     neutral_modules: frozenset[str] = frozenset()
     #: ``pkg.module.Class.field`` → its declaration, for the dataclasses of those V2 siblings
     field_decls: dict[str, FieldDecl] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → the qualified ``max`` library class it subclasses, same classes
+    #: (``gemma3.layers.scaled_word_embedding.ScaledWordEmbedding`` → ``max.nn.embedding.VocabParallelEmbedding``)
+    library_bases: dict[str, str] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -168,6 +171,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     signatures: dict[str, tuple[str, ...]] = {}
     data: set[str] = set()
     bases: dict[str, list[str]] = {}
+    library: dict[str, str] = {}
     decls: dict[str, FieldDecl] = {}
     read: set[Path] = set()
     neutral: set[str] = set()
@@ -188,6 +192,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                     signatures.update(inits)
                     data |= datas
                     bases.update(class_bases(known or []))
+                    library.update(library_bases(known or []))
     readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
     reads: dict[str, frozenset[str]] = {}
     models: dict[str, frozenset[str]] = {}
@@ -195,7 +200,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
-        inherited(attributes, bases), frozenset(neutral), decls,
+        inherited(attributes, bases), frozenset(neutral), decls, library,
     )
 
 
@@ -307,6 +312,29 @@ def class_bases(trees: ModuleTrees) -> dict[str, list[str]]:
                     if isinstance(base, ast.Name):
                         keys += [".".join([*parts, base.id])] if base.id in local else imported.get(base.id, [])
                 out[".".join([*parts, node.name])] = keys
+    return out
+
+
+def library_bases(trees: ModuleTrees) -> dict[str, str]:
+    """``pkg.module.Class`` → the qualified ``max`` library class (not an architecture's) that is
+    its first such base: how a sibling's class and its variant's counterpart are compared
+    (``VocabParallelEmbedding`` of ``max.nn`` vs of ``max.experimental.nn``)."""
+    out: dict[str, str] = {}
+    for parts, tree in trees:
+        if tree is None:
+            continue
+        imported = {
+            alias.asname or alias.name: f"{node.module}.{alias.name}"
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module
+            and node.module.startswith("max.") and not node.module.startswith(_ARCHITECTURES)
+            for alias in node.names
+        }
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                found = next((imported[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in imported), None)
+                if found is not None:
+                    out[".".join([*parts, node.name])] = found
     return out
 
 

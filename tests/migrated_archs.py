@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -25,15 +25,21 @@ def architectures() -> Path:
 
 
 @contextmanager
-def migrated_archs(root: Path, package: str, copied: Sequence[str], migrated: Sequence[str]) -> Iterator[ModuleType]:
+def migrated_archs(
+    root: Path, package: str, copied: Sequence[str], migrated: Sequence[str], written: Mapping[str, str] | None = None
+) -> Iterator[ModuleType]:
     """``root/package/`` holding max's ``copied`` packages (a plain ``__init__``: no registry side
-    effects), the ``migrated`` ones migrated beside them in one ``apply`` run, imported as
-    ``package``; afterwards ``root`` leaves ``sys.path`` and ``package`` leaves ``sys.modules``."""
+    effects) and the ``written`` files (path under it → text: a user's package), the ``migrated``
+    ones migrated beside them in one ``apply`` run, imported as ``package``; afterwards ``root``
+    leaves ``sys.path`` and ``package`` leaves ``sys.modules``."""
     pkg = root / package
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     for name in copied:
         shutil.copytree(architectures() / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, text in (written or {}).items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
     report = apply_paths([pkg / name for name in migrated], out=pkg, jobs=1)
     assert not report.errors and not any(f.error for f in report.files)
     sys.path.insert(0, str(root))

@@ -105,3 +105,17 @@ def test_attribute_renames_match_installed_classes() -> None:
         for old, new in renames.items():
             assert hasattr(v2, old) and not hasattr(v2, new)
             assert hasattr(v3, new) and not hasattr(v3, old)
+
+
+def test_functional_twins_are_the_tensor_forms_beside_their_v2_functions() -> None:
+    """Each ``FUNCTIONAL_TWINS`` entry: the V2 function and its twin live in one module, and
+    the twin is ``F.functional`` of that very function (it takes and returns Tensors)."""
+    from migrate_v3.knowledge.ops import FUNCTIONAL_TWINS
+
+    for qual, twin in FUNCTIONAL_TWINS.items():
+        module, _, name = qual.rpartition(".")
+        mod = importlib.import_module(module)
+        wrapped = getattr(mod, twin)
+        assert callable(wrapped)
+        assert inspect.signature(wrapped).parameters.keys() == inspect.signature(getattr(mod, name)).parameters.keys()
+        assert wrapped is not getattr(mod, name) and getattr(wrapped, "__wrapped__", None) is getattr(mod, name)

@@ -52,6 +52,8 @@ class LayerSpec:
     fill: dict[str, tuple[str, tuple[str, str], str]] = field(default_factory=dict)
     #: A note attached as a TODO to every rewritten call (behaviour that differs).
     caveat: str | None = None
+    #: For a subclass's spec (``subclass_spec``): the library layer whose calls its calls are.
+    like: str | None = None
 
 
 _LINEAR_PARAMS = (
@@ -576,3 +578,39 @@ CALL_DROPS: dict[str, tuple[int, frozenset[str]]] = {
 #: of those, the layers whose ``caveat`` is about that call (stale where the calls are rewritten);
 #: ColumnParallelLinear's is about its sharded output, which stays true
 CALL_CAVEATS = frozenset({"VocabParallelEmbedding"})
+
+
+def subclass_spec(
+    base: LayerSpec, v2_name: str, v2_init: tuple[str, ...], v3_name: str, v3_init: tuple[str, ...]
+) -> LayerSpec | None:
+    """How calls of ``v2_name`` (a V2 subclass of ``base``'s layer, ``__init__`` parameters
+    ``v2_init`` as ``plan.init_signature`` gives them) map onto ``v3_name`` (a V3 subclass of
+    ``base``'s V3 class): ``base``'s map, plus the parameters the subclass adds, kept by name.
+
+    None unless the V3 class takes every parameter the V2 subclass adds (no data is lost) and
+    each of its own comes from ``base``'s map or from those (gemma3's V2
+    ``ScaledWordEmbedding(vocab_size, hidden_dim, dtype, devices, ..., embed_scale)`` and its
+    variant's ``ScaledEmbedding(vocab_size, dim, embed_scale)``).
+    """
+    if {"*", "**"} & {*v2_init, *v3_init}:
+        return None
+    v2 = tuple(p.rstrip("=") for p in v2_init)
+    v3 = tuple(p.rstrip("=") for p in v3_init)
+    added = [p for p in v2 if p not in base.v2_params and p not in base.v2_kwonly]
+    if any(p not in v3 for p in added) or any(p not in base.v3_params and p not in added for p in v3):
+        return None
+    return LayerSpec(
+        v2_name,
+        base.v3_module,
+        v3_name,
+        v2,
+        v3_params=v3,
+        rename={k: v for k, v in base.rename.items() if v in v3},
+        drop=base.drop,
+        unsupported={k: v for k, v in base.unsupported.items() if k in v2},
+        v2_defaults=base.v2_defaults,
+        flipped={k: v for k, v in base.flipped.items() if k in v3},
+        always={k: v for k, v in base.always.items() if k in v3},
+        caveat=base.caveat,
+        like=base.v2_name,
+    )

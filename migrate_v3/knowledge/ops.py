@@ -135,6 +135,13 @@ FUNCTIONAL_KERNELS = frozenset(
     }
 )
 
+#: V2 graph functions of max's libraries whose module also defines their Tensor-level form
+#: (``F_x = F.functional(x, ...)``; max 26.7, ``tests/test_knowledge.py`` re-checks): V3 code
+#: calls that form (the V2 one returns a TensorValue, which V3 layers then refuse).
+FUNCTIONAL_TWINS = {
+    "max.pipelines.lib.vlm_utils.merge_multimodal_embeddings": "F_merge_multimodal_embeddings",
+}
+
 #: TensorValue methods that Tensor lacks, and their F form (``x.m(a)`` → ``F.f(x, a)``).
 METHOD_TO_FUNCTION = {"flatten": "flatten", "rebind": "rebind"}
 #: TensorValue-only attributes with no mechanical V3 form (MV373).

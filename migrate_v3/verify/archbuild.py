@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import os
 import re
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -99,6 +100,8 @@ class Built:
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
     """A :class:`Failure` whose ``where`` is the innermost frame under ``prefer`` (else the innermost)."""
+    if os.environ.get("MIGRATE_V3_TRACEBACKS") == "1":  # (debugging a rung: the whole traceback on stderr)
+        traceback.print_exception(exc)
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     resolved = [p.resolve() for p in prefer]
