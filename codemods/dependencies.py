@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.args import bind, new_keyword, relayout, without
+from codemods.args import bind, new_keyword, relayout, source, without
 from codemods.base import (
     Codemod,
     FieldDecl,
@@ -373,7 +373,10 @@ class Dependencies(Codemod):
                 local = _local_name(node, name)
                 changes(self.state).rope_device[local] = tuple(p.rstrip("=") for p in v3)
                 continue
-            if gone and not new_required and set(gone) <= PLACEMENT_ARGS and "*" not in v2 and "**" not in v2:
+            # placement, and V2 parameters with a default (a person checks the calls that pass one)
+            if gone and not new_required and "*" not in v2 and "**" not in v2 and all(
+                p in PLACEMENT_ARGS or f"{p}=" in v2 for p in gone
+            ):
                 local = _local_name(node, name)
                 changes(self.state).placement_gone[local] = (tuple(p.rstrip("=") for p in v2), frozenset(gone))
                 continue
@@ -518,6 +521,12 @@ class SiblingCalls(Codemod):
             return self._drop_fields(original, updated, enclosing)
         if isinstance(func, cst.Name) and func.value in self._fields_gone:
             return self._drop_fields(original, updated, func.value)
+        partial = self._partial_of(original)
+        if partial in self._placement_gone:
+            # ``functools.partial(X, a, dtype, eps=e)``: the arguments after X are X's, as in a call
+            inner = updated.with_changes(args=updated.args[1:])
+            done = self._drop_placement(original, inner, partial, *self._placement_gone[partial])
+            return updated if done is inner else updated.with_changes(args=[updated.args[0], *done.args])
         if isinstance(func, cst.Name) and (
             func.value in self._kv_from_config or func.value in self._placement_gone or func.value in self._rope_device
         ):
@@ -545,6 +554,13 @@ class SiblingCalls(Codemod):
                                           cst.Arg(value=value, keyword=cst.Name(_KV),
                                                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                         whitespace_after=cst.SimpleWhitespace("")))])
+
+    def _partial_of(self, call: cst.Call) -> str | None:
+        """``X`` of ``functools.partial(X, ...)`` (a bare name), else None."""
+        if not call.args or self.qualname(call.func) != "functools.partial":
+            return None
+        first = call.args[0]
+        return first.value.value if first.keyword is None and not first.star and isinstance(first.value, cst.Name) else None
 
     def _port_fields(
         self, original: cst.ClassDef, updated: cst.ClassDef, base: str, v2: str, fields: tuple[tuple[str, FieldDecl], ...]
@@ -613,6 +629,10 @@ class SiblingCalls(Codemod):
             return updated
         if not gone & set(bound.order):
             return updated
+        kept = [f"{p}={source(bound.args[p].value)}" for p in bound.order if p in gone and p not in PLACEMENT_ARGS]
+        if kept:
+            self.todo("MV301", f"{name}(...) of the V3 port takes no {', '.join(kept)}: dropped; where that is not "
+                      f"V2's default, port what it did (a subclass of {name})")
         self.rewrote(original, "MV301", f"{name}(...): {', '.join(sorted(gone & set(bound.order)))} dropped (the V3 port takes none)")
         return updated.with_changes(args=without(updated, bound, params, gone))
 

@@ -216,8 +216,12 @@ def _space_comments(block: list[cst.SimpleStatementLine], todos_only: bool) -> l
 def _neutral_moves(source: str, context: TransformContext) -> bool:
     """A codemod that runs on neutral files may move an import to another section or
     change its names: an absolute sibling import made relative, an export renamed, a
-    batch processor's base replaced (``codemods.batch_processors``)."""
-    return "architectures." in source or Registration.applies_to(source, context) or "RaggedBatchProcessor" in source
+    batch processor's base replaced (``codemods.batch_processors``), a sibling's class called
+    without the V2 arguments its variant lacks (``codemods.dependencies.SiblingCalls``)."""
+    return (
+        "architectures." in source or Registration.applies_to(source, context) or "RaggedBatchProcessor" in source
+        or (bool(context.class_signatures) and "from .." in source)
+    )
 
 
 def _content(stmt: cst.BaseStatement) -> tuple[object, ...]:

@@ -43,6 +43,7 @@ from migrate_v3.knowledge.layers import (
     FUNCTIONS,
     LAYERS,
     NO_V3_CLASS,
+    OPTIONAL_ATTRIBUTES,
     PLACEMENT_ARGS,
     QKV_LINEAR,
     QKV_NAMES,
@@ -302,8 +303,13 @@ class LayerConstructors(Codemod):
         return out
 
     def idle_hooks(self) -> tuple[str, ...]:
-        # a file that names no layer with attribute renames has nothing for leave_Attribute
-        return () if any(k in self.state.source for k in ATTRIBUTE_RENAMES) else ("leave_Attribute",)
+        # a file that names no layer with attribute renames has nothing for leave_Attribute, one
+        # that reads no optional Linear attribute nothing for leave_Comparison
+        source = self.state.source
+        return tuple(hook for hook, needed in (
+            ("leave_Attribute", any(k in source for k in ATTRIBUTE_RENAMES)),
+            ("leave_Comparison", any(f".{a} is" in source for a in OPTIONAL_ATTRIBUTES)),
+        ) if not needed)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         """``self.conv.filter`` of a V2 ``Conv2d`` → ``self.conv.weight`` (the V3 attribute)."""
@@ -316,6 +322,24 @@ class LayerConstructors(Codemod):
             return updated
         self.rewrote(original, "MV340", f"self.{inner}.{original.attr.value} → .{new} (the V3 attribute)")
         return updated.with_changes(attr=cst.Name(new))
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
+        """``self.proj.weight_scale is not None`` → ``getattr(self.proj, "weight_scale", None) is not None``:
+        a V2 ``Linear`` always had the attribute (None unless quantized), a V3 one only when quantized."""
+        left, ops = updated.left, updated.comparisons
+        if not (
+            len(ops) == 1 and isinstance(ops[0].operator, cst.Is | cst.IsNot)
+            and isinstance(ops[0].comparator, cst.Name) and ops[0].comparator.value == "None"
+            and isinstance(left, cst.Attribute) and left.attr.value in OPTIONAL_ATTRIBUTES
+            and not (isinstance(left.value, cst.Name) and left.value.value == "self")  # (the class's own)
+        ):
+            return updated
+        name = left.attr.value
+        self.rewrote(original, "MV340", f".{name} is None → getattr(..., {name!r}, None): a V3 Linear has it only when quantized")
+        read = cst.parse_expression(f'getattr(x, "{name}", None)')
+        assert isinstance(read, cst.Call)
+        read = read.with_changes(args=[read.args[0].with_changes(value=left.value), *read.args[1:]])
+        return updated.with_changes(left=read)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         named = any(k in self.state.source for k in ATTRIBUTE_RENAMES)  # (a file that names none pays nothing)

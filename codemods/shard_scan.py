@@ -103,6 +103,9 @@ def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpressi
 def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``<module>.shard(<devices>)`` (or ``list(...)`` of it), or ``[<module>] * n`` (the one
     module on every device: a stateless one) → the module expression."""
+    nested = _per_device_lists(expr)
+    if nested is not None:
+        return nested
     if (
         isinstance(expr, cst.BinaryOperation)
         and isinstance(expr.operator, cst.Multiply)
@@ -130,6 +133,26 @@ def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None
 
 
+def _per_device_lists(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``[[m.shard(devices)[i] for m in MODULES] for i in range(n)]`` (per device, that device's
+    clone of each module) → ``MODULES``: in V3 every device's list is the one list of modules."""
+    if not (isinstance(expr, cst.ListComp) and isinstance(expr.elt, cst.ListComp)):
+        return None
+    outer, inner = expr.for_in, expr.elt.for_in
+    if outer.inner_for_in is not None or inner.inner_for_in is not None or outer.ifs or inner.ifs:
+        return None
+    index, module, elt = outer.target, inner.target, expr.elt.elt
+    if not (
+        isinstance(index, cst.Name) and isinstance(module, cst.Name)
+        and isinstance(elt, cst.Subscript) and len(elt.slice) == 1
+        and isinstance(elt.slice[0].slice, cst.Index) and dotted(elt.slice[0].slice.value) == index.value
+    ):
+        return None
+    clone = shard_call(elt.value)
+    return inner.iter if clone is not None and dotted(clone) == module.value else None
+
+
+_CONTAINERS = frozenset({"LayerList", "ModuleList", "Sequential"})
 _PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
 
 
@@ -542,6 +565,11 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             attr = target[5:]
             if isinstance(small.value, cst.Name):
                 bound[small.value.value] = attr
+            elif (  # ``self.layers = LayerList(layers)``: the local list's modules are the attribute's
+                isinstance(small.value, cst.Call) and (dotted(small.value.func) or "").rsplit(".", 1)[-1] in _CONTAINERS
+                and len(small.value.args) == 1 and isinstance(small.value.args[0].value, cst.Name)
+            ):
+                bound[small.value.args[0].value.value] = attr
             elif isinstance(small.value, cst.Call):
                 if not _may_have_bias(small.value):
                     facts.bias_free.add(attr)

@@ -119,3 +119,21 @@ def test_functional_twins_are_the_tensor_forms_beside_their_v2_functions() -> No
         assert callable(wrapped)
         assert inspect.signature(wrapped).parameters.keys() == inspect.signature(getattr(mod, name)).parameters.keys()
         assert wrapped is not getattr(mod, name) and getattr(wrapped, "__wrapped__", None) is getattr(mod, name)
+
+
+def test_optional_attributes_are_none_on_a_v2_linear_and_absent_on_a_v3_one() -> None:
+    """What ``getattr(x, name, None)`` relies on for each ``OPTIONAL_ATTRIBUTES`` name."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear as V3Linear
+    from max.graph import DeviceRef
+    from max.nn.linear import Linear as V2Linear
+
+    from migrate_v3.knowledge.layers import OPTIONAL_ATTRIBUTES
+
+    v2 = V2Linear(8, 8, DType.float32, DeviceRef.CPU())
+    with F.lazy():
+        v3 = V3Linear(8, 8)
+    for name in OPTIONAL_ATTRIBUTES:
+        assert getattr(v2, name) is None
+        assert not hasattr(v3, name)

@@ -506,6 +506,11 @@ QKV_LINEAR = (f"{CL}.linear", "QKVLinear")
 #: filter in ``filter``; V3 ``Conv2d`` in ``weight``): ``self.conv.filter`` reads follow.
 ATTRIBUTE_RENAMES: dict[str, dict[str, str]] = {"Conv2d": {"filter": "weight"}}
 
+#: Attributes every V2 ``Linear`` has (None unless its weight is quantized) that a V3 ``Linear``
+#: sets only when quantized: V2's ``x.weight_scale is not None`` ("is it quantized?") reads them
+#: with ``getattr(x, name, None)`` (``tests/test_knowledge.py`` checks both classes).
+OPTIONAL_ATTRIBUTES = frozenset({"weight_scale", "input_scale", "weight_scale_2"})
+
 #: V2 layer classes with no V3 class: a person ports them (MV343).
 NO_V3_CLASS: dict[str, str] = {
     "DeepseekYarnRotaryEmbedding": "copy deepseekV2_modulev3/layers/rotary_embedding.py",

@@ -236,6 +236,26 @@ def cpu_comm() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def ungrouped_graph_specs() -> Iterator[None]:
+    """V2 pipelines' ``compile_graphs`` with every ``GraphSpec`` compiled on its own (scoped): a
+    group traces its roles into one graph module, whose graphs the recording session would not
+    see; alone, each role's ``Graph`` reaches it (L5 loads the one of the root it compares)."""
+    import max.pipelines.lib.graph_specs as specs_module
+    import max.pipelines.lib.interfaces.pipeline_model as pipeline_model
+
+    real = specs_module.compile_graphs
+
+    def compile_each(session: Any, specs: Mapping[str, Any]) -> Any:
+        return real(session, {role: dataclasses.replace(spec, group=None) for role, spec in specs.items()})
+
+    setattr(pipeline_model, "compile_graphs", compile_each)  # noqa: B010 - a scoped stand-in
+    try:
+        yield
+    finally:
+        setattr(pipeline_model, "compile_graphs", real)  # noqa: B010
+
+
+@contextlib.contextmanager
 def gpu_refs_on_cpu(active: bool = True) -> Iterator[None]:
     """GPU device refs realised as the CPU device (``DeviceRef.GPU().to_device()``), while active.
 
@@ -443,6 +463,11 @@ def tiny_checkpoint(arch_name: str, package: str, directory: Path,
         filled = tiny.fill_reads(hf, tiny.package_reads(package_dir))
         if filled:
             notes.append("fields the code reads, added: " + ", ".join(filled))
+    widths = tiny.MODEL_WIDTHS.get(types[0], {})
+    for key, value in widths.items():
+        setattr(hf, key, value)
+    if widths:
+        notes.append(f"{types[0]}'s kernels need " + ", ".join(f"{k}={v}" for k, v in widths.items()))
     method = tiny.speculative_method(package_dir) if package_dir is not None else None
     if method:
         notes.append(f"speculative method {method!r}, the same checkpoint as its draft")
@@ -598,7 +623,7 @@ def _scope(side: str, compiles: list[CompileCall], dtype: Any = None, accelerato
     """CPU stand-ins for accelerator handles (and, on a GPU spec, GPU device refs); for V3 also
     ``F.lazy()``, recorded compiles, dtype."""
     if side == "v2":
-        with cpu_comm(), gpu_refs_on_cpu(accelerator):
+        with cpu_comm(), gpu_refs_on_cpu(accelerator), ungrouped_graph_specs():
             yield
         return
     from max.experimental import functional as F

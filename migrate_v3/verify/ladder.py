@@ -1049,7 +1049,8 @@ def _l5(result: ArchResult, root: _Root, built2: archbuild.Built, built3: archbu
             result.steps.append(Step("L5", False, f"{name}: the checkpoint through the V3 adapter: {f.line()}",
                                      f.where))
             return
-    graph = built2.graphs[0]
+    # (a pipeline of several graphs: the one taking as many inputs as the root traced with)
+    graph = next((g for g in built2.graphs if len(g.inputs) == len(types3)), built2.graphs[0])
     vocab = int(getattr(ckpt.hf_config, "vocab_size", 0) or getattr(
         getattr(ckpt.hf_config, "text_config", None), "vocab_size", 0) or 32)
     types2 = [value.type for value in graph.inputs]

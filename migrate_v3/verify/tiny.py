@@ -65,6 +65,12 @@ SMALL: dict[str, int] = {
     "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 2,
     "linear_num_value_heads": 4,
 }
+#: Per model type, widths its kernels insist on that :data:`SMALL` breaks (set last, over the
+#: small ones): deepseek_v4's KV cache quantizes each head's non-rotary part
+#: (``head_dim - qk_rope_head_dim``) in blocks of 64 (``KV_QUANT_BLOCK``), so 16 - 8 stops its trace.
+MODEL_WIDTHS: dict[str, dict[str, int]] = {
+    "deepseek_v4": {"head_dim": 72},
+}
 #: Sub-config attributes (``text_config``, ``vision_config``, ...) are shrunk too.
 _SUBCONFIG = re.compile(r".*_config$")
 _TOKEN_ID = re.compile(r".*_(token_id|token_index|id)$")
