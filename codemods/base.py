@@ -165,6 +165,11 @@ class FileState:
         return name
 
 
+def imports_siblings(source: str) -> bool:
+    """``source`` may import a sibling architecture package (relatively or by its absolute name)."""
+    return "from .." in source or "architectures." in source
+
+
 class WholeModuleNeeded(Exception):
     """A hook needs the whole module (``FileState.module``) where only import statements were
     parsed: the file takes the whole-module path instead."""

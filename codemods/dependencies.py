@@ -33,6 +33,7 @@ from codemods.base import (
     FileState,
     TransformContext,
     WholeModuleNeeded,
+    imports_siblings,
     nodes_of,
 )
 from codemods.layers import defines_init, with_cpu_device_init, with_init
@@ -50,7 +51,7 @@ class Dependencies(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "from .." in source or "architectures." in source
+        return imports_siblings(source)
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         ctx = self.state.context
@@ -170,7 +171,7 @@ class Dependencies(Codemod):
             if v3 is None:
                 aliases.append(alias)
                 continue
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            local = _bound_name(alias)
             if name in moved:
                 sub, _, v3_name = moved[name]
                 moves.append((name, local, f"{package}.{sub}", v3_name))
@@ -242,7 +243,7 @@ class Dependencies(Codemod):
             if spec is None:
                 aliases.append(alias)
                 continue
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            local = _bound_name(alias)
             asname = None if local == spec.v3_name else cst.AsName(name=cst.Name(local))
             aliases.append(alias.with_changes(name=cst.Name(spec.v3_name), asname=asname))
             self.state.layer_substitutes[local] = spec
@@ -716,8 +717,14 @@ _KV = "kv_params"
 
 def _local_name(node: cst.ImportFrom, name: str) -> str:
     """The name ``node`` binds for the imported ``name`` (its ``as`` name, if any)."""
-    return next((a.asname.name.value for a in _aliases(node) if a.name.value == name
-                 and a.asname and isinstance(a.asname.name, cst.Name)), name)
+    return next((_bound_name(a) for a in _aliases(node) if a.name.value == name), name)
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    """The name an import alias binds: its ``as`` name, else the imported name."""
+    if alias.asname and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return alias.name.value if isinstance(alias.name, cst.Name) else ""
 
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from codemods.args import self_attr, source
-from codemods.base import TODO_PREFIX, Codemod, TransformContext, attach_todos
+from codemods.base import TODO_PREFIX, Codemod, TransformContext, attach_todos, imports_siblings
 from migrate_v3.knowledge.layers import CALL_DROPS
 
 
@@ -71,7 +71,7 @@ class LayerCalls(Codemod):
     @classmethod
     def applies_to(cls, source: str, context: TransformContext) -> bool:
         # (a sibling's subclass of one, imported as its variant's class: ``_layer_built``)
-        return cls.applies(source) or (bool(context.library_bases) and ("architectures." in source or "from .." in source))
+        return cls.applies(source) or (bool(context.library_bases) and imports_siblings(source))
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

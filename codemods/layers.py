@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, self_attr, source, without
-from codemods.base import Codemod, FileState, TransformContext, nodes_of
+from codemods.base import Codemod, FileState, TransformContext, imports_siblings, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
@@ -176,7 +176,7 @@ class LayerConstructors(Codemod):
     @classmethod
     def applies_to(cls, source: str, context: TransformContext) -> bool:
         # (a sibling's layer subclass, imported as its variant's class, is called with V2 arguments)
-        return cls.applies(source) or (bool(context.library_bases) and ("architectures." in source or "from .." in source))
+        return cls.applies(source) or (bool(context.library_bases) and imports_siblings(source))
 
     def __init__(self, state: FileState) -> None:
         super().__init__(state)
@@ -611,11 +611,17 @@ class LayerConstructors(Codemod):
     def _substitute_call(self, original: cst.Call, updated: cst.Call, spec: LayerSpec) -> cst.BaseExpression:
         """A sibling's V2 layer subclass imported as its variant's V3 class (``Dependencies``):
         mapped like its library base (``subclass_spec``); the name stays (the import aliases it)."""
-        bound = bind(updated, spec.v2_params, spec.v2_kwonly)
+        bound = self._bound(updated, spec)
         if bound is None:
-            self.todo("MV342", f"{spec.v2_name}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
             return updated
         return self._rebuild(original, updated, bound, spec, spec.v3_name, func=updated.func)
+
+    def _bound(self, call: cst.Call, spec: LayerSpec) -> Bound | None:
+        """``call``'s arguments bound to ``spec``'s V2 parameters, or None with a TODO."""
+        bound = bind(call, spec.v2_params, spec.v2_kwonly)
+        if bound is None:
+            self.todo("MV342", f"{spec.v2_name}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
+        return bound
 
     def _kwargs_dict(self, original: cst.Call, updated: cst.Call, symbol: str) -> cst.BaseExpression:
         """The keywords of a ``dict(...)`` spread into ``symbol``'s constructor, mapped where they are built."""
@@ -736,9 +742,8 @@ class LayerConstructors(Codemod):
         spec = LAYERS.get(symbol)
         if spec is None:
             return updated
-        bound = bind(updated, spec.v2_params, spec.v2_kwonly)
+        bound = self._bound(updated, spec)
         if bound is None:
-            self.todo("MV342", f"{symbol}(...) uses */** or unknown arguments: rewrite it for V3 by hand")
             return updated
         if symbol == "RMSNorm":
             return self._rmsnorm(original, updated, bound)

@@ -177,14 +177,16 @@ class _OntoMesh(cst.CSTTransformer):
         self.var, self.seq = var, seq
         self.one_device = False  # a ``device=h.device`` became ``device=hs.device``
 
+    def _device_of_var(self, node: cst.BaseExpression) -> bool:
+        """``node`` is ``h.device`` (``h`` the comprehension's variable)."""
+        return (isinstance(node, cst.Attribute) and node.attr.value == "device"
+                and isinstance(node.value, cst.Name) and node.value.value == self.var)
+
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         """``f(..., device=h.device)`` → ``device=hs.device`` (what ``f`` builds goes where ``hs`` is)."""
         value = updated.value
-        if (
-            updated.keyword is not None and updated.keyword.value == "device"
-            and isinstance(value, cst.Attribute) and value.attr.value == "device"
-            and isinstance(value.value, cst.Name) and value.value.value == self.var
-        ):
+        if updated.keyword is not None and updated.keyword.value == "device" and self._device_of_var(value):
+            assert isinstance(value, cst.Attribute)
             self.one_device = True
             return updated.with_changes(value=value.with_changes(value=cst.Name(self.seq)))
         return updated
@@ -194,9 +196,7 @@ class _OntoMesh(cst.CSTTransformer):
         arg = updated.args[0] if len(updated.args) == 1 and updated.args[0].keyword is None else None
         if (
             isinstance(func, cst.Attribute) and func.attr.value == "to" and arg is not None
-            and isinstance(arg.value, cst.Attribute) and arg.value.attr.value == "device"
-            and isinstance(arg.value.value, cst.Name) and arg.value.value.value == self.var
-            and self.var not in _names_in(func.value)
+            and self._device_of_var(arg.value) and self.var not in _names_in(func.value)
         ):
             return updated.with_changes(args=[arg.with_changes(value=_expr(f"{self.seq}.mesh"))])
         return updated
