@@ -44,11 +44,14 @@ TODO_RE = re.compile(r"#\s*TODO\(migrate-v3\):\s*(MV\d{3})\s*(.*?)\s*$")
 class FieldDecl(NamedTuple):
     """A V2 dataclass field as a V3 subclass re-declares it when the V3 base lost it:
     ``name: <annotation> = <value>`` (a keyword-only ``field(...)``, so it fits after any
-    field), and the ``from module import name`` imports the two need."""
+    field), and the ``from module import name`` imports the two need; ``default`` is the plain
+    default value (``= v`` or ``field(default=v)``; None: none, or a factory) that a class which
+    is no dataclass can hold as a class attribute."""
 
     annotation: str
     value: str
     imports: tuple[tuple[str, str], ...] = ()
+    default: str | None = None
 
 
 @dataclass

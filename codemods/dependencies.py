@@ -20,7 +20,7 @@ the variant's ``model`` module defines: ``TransformContext.variant_models``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -115,8 +115,10 @@ class Dependencies(Codemod):
             return updated
         kept = self._kept_configs(package, target, parts[1:], updated)
         if kept:
+            declared = self._v3_fields_declared(target, parts[1:], kept, updated)
             lacks = "; ".join(f"{target}'s {n} has no {a}" for n, (a, _) in kept.items())
-            only3 = "; ".join(f"V2 {package}'s {n} has no {', '.join(o)}" for n, (_, o) in kept.items() if o)
+            only3 = "; ".join(f"V2 {package}'s {n} has no {', '.join(left)}" for n, (_, o) in kept.items()
+                              if (left := [f for f in o if f not in declared.get(n, ())]))
             self.todo(
                 "MV301",
                 f"kept {package}'s V2 {', '.join(kept)}: {lacks} (this package reads attributes of these names); "
@@ -317,6 +319,24 @@ class Dependencies(Codemod):
                 kept[name] = (", ".join(lost), sorted(n for n in set(v3) - set(v2) if not n.startswith("_")))
         return kept
 
+    def _v3_fields_declared(
+        self, target: str, rest: list[str], kept: dict[str, tuple[str, list[str]]], node: cst.ImportFrom
+    ) -> dict[str, list[str]]:
+        """The V3-only fields of each kept V2 config (``mesh``, ``mla_o_proj_quantized``) that its
+        subclasses in this module will declare with the variant's defaults (``SiblingCalls``): the
+        variant's own modules, built with the subclass, read them. Those without a plain default
+        stay in the TODO. Returns config name → the fields declared."""
+        ctx = self.state.context
+        declared: dict[str, list[str]] = {}
+        for name, (_, only) in kept.items():
+            local = _local_name(node, name)
+            v3 = ".".join([target, *rest, name])
+            fields = tuple((f, decl) for f in only if (decl := ctx.field_decls.get(f"{v3}.{f}")) and decl.default is not None)
+            if fields and _subclassed(self._whole_module(), local):
+                changes(self.state).v3_fields[local] = (v3, fields)
+                declared[name] = [f for f, _ in fields]
+        return declared
+
     def _lost_attributes(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant lacks attributes of the V2 class that this package reads."""
         ctx = self.state.context
@@ -346,8 +366,7 @@ class Dependencies(Codemod):
             return
         module = self._whole_module()
         for name, local in modules:
-            if any(isinstance(c, cst.ClassDef) and any(isinstance(b.value, cst.Name) and b.value.value == local for b in c.bases)
-                   for c in module.body):
+            if _subclassed(module, local):
                 self.todo(
                     "MV301",
                     f"{target}'s {name} is max's own port: a subclass takes its module tree, so its parameter names "
@@ -451,6 +470,9 @@ class SiblingChanges:
     #: moved dataclasses whose variant lost V2 fields → (the V2 class, (field, its V2 declaration)...):
     #: ``SiblingCalls`` re-declares them on the dataclass subclasses here
     ported_fields: dict[str, tuple[str, tuple[tuple[str, FieldDecl], ...]]] = field(default_factory=dict)
+    #: V2 configs kept (the variant lacks what the package reads) → (the V3 config, (field, its V3
+    #: declaration)...): ``SiblingCalls`` declares these V3-only fields on the subclasses here
+    v3_fields: dict[str, tuple[str, tuple[tuple[str, FieldDecl], ...]]] = field(default_factory=dict)
 
 
 def changes(state: FileState) -> SiblingChanges:
@@ -484,10 +506,11 @@ class SiblingCalls(Codemod):
         self._rope_device = changed.rope_device
         self._fields_gone = changed.fields_gone
         self._ported_fields = changed.ported_fields
+        self._v3_fields = changed.v3_fields
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         fixed = (self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
-                 | self._ported_fields.keys())
+                 | self._ported_fields.keys() | self._v3_fields.keys())
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
         self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
@@ -495,6 +518,8 @@ class SiblingCalls(Codemod):
         base = self._fixed_bases.pop()
         if base in self._ported_fields and isinstance(updated.body, cst.IndentedBlock):
             return self._port_fields(original, updated, base, *self._ported_fields[base])
+        if base in self._v3_fields and isinstance(updated.body, cst.IndentedBlock):
+            return self._declare_v3_fields(original, updated, base, *self._v3_fields[base])
         if base in self._kv_from_config and not defines_init(original) and isinstance(updated.body, cst.IndentedBlock):
             # its callers (in any file) pass the V2 arguments: the config holds the kv_params the V3 port also takes
             self.rewrote(original, "MV301", f"class {original.name.value}({base}): __init__ passes {base}'s V3 {_KV} "
@@ -569,9 +594,7 @@ class SiblingCalls(Codemod):
         """``@dataclass class X(Llama3Inputs)`` re-declares the V2 fields the V3 base lost, keyword-only
         (V2's callers still pass them, its methods read them), after its own fields."""
         assert isinstance(updated.body, cst.IndentedBlock)
-        body = list(updated.body.body)
-        own = {s.target.value for line in body if isinstance(line, cst.SimpleStatementLine) for s in line.body
-               if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name)}
+        own = _own_names(updated.body.body)
         missing = [(name, decl) for name, decl in fields if name not in own]
         if not missing:
             return updated
@@ -579,17 +602,44 @@ class SiblingCalls(Codemod):
             self.todo("MV301", f"class {original.name.value}({base}): {base}'s V3 variant has no "
                       f"{', '.join(n for n, _ in missing)} (V2 {v2} had): declare them here or drop them where it is built")
             return updated
-        self.state.import_name("dataclasses", "field")
-        new: list[cst.BaseStatement] = []
-        for name, decl in missing:
-            for module, imported in decl.imports:
-                self.state.import_name(module, imported)
-            new.append(cst.parse_statement(f"{name}: {decl.annotation} = {decl.value}\n"))
-        comment = f"# V2 {v2.rsplit('.', 1)[-1]}'s fields its V3 variant lacks: V2's callers pass them"
-        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=True, comment=cst.Comment(comment))])
-        at = next((i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body))
         self.rewrote(original, "MV301", f"class {original.name.value}({base}): re-declares V2 {', '.join(n for n, _ in missing)} "
                      f"(its V3 variant has none)")
+        comment = f"# V2 {v2.rsplit('.', 1)[-1]}'s fields its V3 variant lacks: V2's callers pass them"
+        return self._declare(updated, [(n, d.annotation, d.value, d.imports) for n, d in missing], comment)
+
+    def _declare_v3_fields(
+        self, original: cst.ClassDef, updated: cst.ClassDef, base: str, v3: str, fields: tuple[tuple[str, FieldDecl], ...]
+    ) -> cst.ClassDef:
+        """``class KimiTextConfig(DeepseekV3Config)`` (the V2 config, kept) declares the fields only
+        its V3 variant has, with the variant's defaults: the variant's modules, built with it, read
+        them. A dataclass takes them as keyword-only fields, any other class as class attributes."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        own = _own_names(updated.body.body)
+        missing = [(name, decl) for name, decl in fields if name not in own]
+        if not missing:
+            return updated
+        dataclass = _is_dataclass(original)
+        self.rewrote(original, "MV301", f"class {original.name.value}({base}): declares {', '.join(n for n, _ in missing)} "
+                     f"with {v3.rsplit('.', 1)[-1]}'s V3 defaults (V2 {base} has none; the V3 modules read them)")
+        comment = f"# V3 {v3.rsplit('.', 1)[-1]}'s fields V2 {base} lacks, with their V3 defaults: the V3 modules read them"
+        lines = [(n, d.annotation, d.value if dataclass else str(d.default), d.imports) for n, d in missing]
+        return self._declare(updated, lines, comment)
+
+    def _declare(
+        self, updated: cst.ClassDef, lines: list[tuple[str, str, str, tuple[tuple[str, str], ...]]], comment: str
+    ) -> cst.ClassDef:
+        """``name: annotation = value`` lines after the class's leading simple statements, under ``comment``."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        body = list(updated.body.body)
+        new: list[cst.BaseStatement] = []
+        for name, annotation, value, imports in lines:
+            for module, imported in imports:
+                self.state.import_name(module, imported)
+            if value.startswith("field("):
+                self.state.import_name("dataclasses", "field")
+            new.append(cst.parse_statement(f"{name}: {annotation} = {value}\n"))
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=True, comment=cst.Comment(comment))])
+        at = next((i for i, s in enumerate(body) if not isinstance(s, cst.SimpleStatementLine)), len(body))
         return updated.with_changes(body=updated.body.with_changes(body=[*body[:at], *new, *body[at:]]))
 
     def _drop_fields(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
@@ -662,6 +712,19 @@ def _is_dataclass(node: cst.ClassDef) -> bool:
         ):
             return True
     return False
+
+
+def _own_names(body: Sequence[cst.BaseStatement]) -> set[str]:
+    """The names a class body declares or assigns at its top level (``x: T``, ``x = v``)."""
+    return {t.value for line in body if isinstance(line, cst.SimpleStatementLine) for s in line.body
+            for t in ([s.target] if isinstance(s, cst.AnnAssign) else [a.target for a in s.targets] if isinstance(s, cst.Assign) else [])
+            if isinstance(t, cst.Name)}
+
+
+def _subclassed(module: cst.Module, name: str) -> bool:
+    """A top-level class of ``module`` names ``name`` among its bases."""
+    return any(isinstance(c, cst.ClassDef) and any(isinstance(b.value, cst.Name) and b.value.value == name for b in c.bases)
+               for c in module.body)
 
 
 def _builds(module: cst.Module, name: str) -> bool:

@@ -620,8 +620,9 @@ class Sharding(Codemod):
                     return updated
         elif func == "range" and len(it.args) == 1 and isinstance(target, cst.Name):
             bound = it.args[0].value
-            if not (isinstance(bound, cst.Call) and dotted(bound.func) == "len"):
-                return updated
+            if not (isinstance(bound, cst.Call) and dotted(bound.func) == "len" and len(bound.args) == 1
+                    and self._counts_devices(cls, bound.args[0].value)):
+                return updated  # (``range(len(config.layer_ids))`` counts something else: distinct modules)
             index = target.value
         else:
             return updated
@@ -631,6 +632,16 @@ class Sharding(Codemod):
         self.rewrote(original, "MV391", "per-device list: V3 computes once on the distributed Tensor")
         self._distributed.add(id(original))
         return _bracketed(result)
+
+    def _counts_devices(self, cls: _ClassState, node: cst.BaseExpression) -> bool:
+        """``node`` has one entry per device: the devices, a per-device tensor list of the
+        function, or a module's per-device clones (``self.mlp_shards``)."""
+        name = dotted(node) or ""
+        return (
+            name.rsplit(".", 1)[-1] == "devices"
+            or (bool(self._per_device) and name in self._per_device[-1])
+            or self._alias(cls, node) is not None
+        )
 
     def _one_list_comp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
         """``[h * k for h in hs]`` over a per-device tensor list → ``hs * k`` (one distributed Tensor);

@@ -186,6 +186,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 neutral |= _neutral_modules(v2)
                 v2_trees = module_trees(v2) if v2.is_dir() else None
                 decls.update(field_declarations(v2_trees or []))
+                decls.update(field_declarations(trees))  # (the variant's own: a kept V2 config may lack them)
                 for package, known in ((variant, trees), (v2, v2_trees)):
                     found, inits, datas = class_facts(package, known)
                     attributes.update(found)
@@ -402,8 +403,16 @@ def field_declarations(trees: ModuleTrees) -> dict[str, FieldDecl]:
                 if stmt.value is not None:
                     used |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} - {"field"}
                 needs = tuple(sorted(imported[n] for n in used if n in imported))
-                out[".".join([*parts, name, stmt.target.id])] = FieldDecl(ast.unparse(stmt.annotation), value, needs)
+                out[".".join([*parts, name, stmt.target.id])] = FieldDecl(
+                    ast.unparse(stmt.annotation), value, needs, _plain_default(stmt.value))
     return out
+
+
+def _plain_default(value: ast.expr | None) -> str | None:
+    """``v`` of a field declared ``= v`` or ``= field(default=v)`` (None: no default, or a factory)."""
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
+        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+    return None if value is None else ast.unparse(value)
 
 
 def _kw_only_field(value: ast.expr | None) -> str | None:

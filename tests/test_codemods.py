@@ -40,8 +40,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["neutral_modules"] = frozenset(data["neutral_modules"])
     if "class_fields" in data:
         data["class_fields"] = {k: frozenset(v) for k, v in data["class_fields"].items()}
-    if "field_decls" in data:  # [annotation, value, [[module, name], ...]]
-        data["field_decls"] = {k: FieldDecl(a, v, tuple(map(tuple, i))) for k, (a, v, i) in data["field_decls"].items()}
+    if "field_decls" in data:  # [annotation, value, [[module, name], ...], (plain default)]
+        data["field_decls"] = {k: FieldDecl(a, v, tuple(map(tuple, i)), *rest) for k, (a, v, i, *rest) in data["field_decls"].items()}
     data.update(overrides)
     return TransformContext(**data)
 

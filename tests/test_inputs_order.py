@@ -89,12 +89,12 @@ def test_field_declarations_are_keyword_only_with_their_imports(tmp_path: Path) 
         "    x: int = 0\n"
     )
     decls = field_declarations(module_trees(tmp_path / "pkg"))
-    assert decls == {
-        "pkg.model.Inputs.needed": ("list[Buffer]", "field(kw_only=True)", (("max.driver", "Buffer"),)),
+    assert decls == {  # (the last: the plain default a class attribute can hold; None: none, or a factory)
+        "pkg.model.Inputs.needed": ("list[Buffer]", "field(kw_only=True)", (("max.driver", "Buffer"),), None),
         "pkg.model.Inputs.splits": (
             "Buffer | Sequence[Sequence[int]] | None", "field(kw_only=True, default=None)",
-            (("collections.abc", "Sequence"), ("max.driver", "Buffer")),
+            (("collections.abc", "Sequence"), ("max.driver", "Buffer")), "None",
         ),
-        "pkg.model.Inputs.extra": ("list[Local]", "field(kw_only=True, default_factory=list)", ()),
-        "pkg.model.Inputs.other": ("Other | None", "field(kw_only=True, default=None)", ()),
+        "pkg.model.Inputs.extra": ("list[Local]", "field(kw_only=True, default_factory=list)", (), None),
+        "pkg.model.Inputs.other": ("Other | None", "field(kw_only=True, default=None)", (), "None"),
     }
