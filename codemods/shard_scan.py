@@ -479,6 +479,8 @@ class ClassFacts:
     head_split: bool = False
     #: assignments that unpack a shard helper's clones into aliased attributes (ids)
     helper_assigns: set[int] = field(default_factory=set)
+    #: the statements of a per-device clone list built by hand (``clone_loop``): dropped (ids)
+    clone_statements: set[int] = field(default_factory=set)
 
 
 def _stacked_children(call: cst.Call) -> list[str] | None:
@@ -587,6 +589,10 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
                     children = _stacked_children(small.value)
                     if children:
                         facts.stacked[attr] = children
+        if isinstance(func.body, cst.IndentedBlock):
+            for stmt in func.body.body:
+                if isinstance(stmt, cst.For):
+                    clone_loop(func, stmt, facts)
         for small in body_statements(func.body):
             if helpers and _helper_aliases(small, helpers, bound, facts):
                 continue
@@ -602,6 +608,67 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             elif source is not None and source in bound:
                 facts.aliases[target[5:]] = bound[source]
     return facts
+
+
+def clone_loop(func: cst.FunctionDef, loop: cst.For, facts: ClassFacts) -> None:
+    """A per-device clone list built by hand → an alias of the one module (its statements dropped)::
+
+        w_shards = self.norm.weight.shard(devices)          # (and the bias's, maybe under an if)
+        self.norm_list = []
+        for device, w, b in zip(devices, w_shards, b_shards):
+            ln = LayerNorm(...); ln.weight = w; ...
+            self.norm_list.append(ln)
+
+    Every list zipped is a local whose statement shards parts of the same ``self.<module>``; in V3
+    the list is that one module (``self.norm_list`` reads become ``self.norm``)."""
+    it = loop.iter
+    if not (isinstance(it, cst.Call) and dotted(it.func) == "zip" and isinstance(loop.body, cst.IndentedBlock)
+            and loop.orelse is None and loop.body.body):
+        return
+    last = loop.body.body[-1]
+    call = last.body[0].value if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Expr) else None
+    appended = dotted(call.func) if isinstance(call, cst.Call) else None
+    if not (appended and appended.startswith("self.") and appended.endswith(".append") and appended.count(".") == 2):
+        return
+    attr = appended[5:-7]
+    lists = [dotted(a.value) for a in it.args if a.keyword is None]
+    shards: dict[str, tuple[int, str]] = {}  # local → (its statement's id, the module it shards parts of)
+    start: int | None = None
+    body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if stmt is loop:
+            break
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        found = assigned(small) if small is not None else None
+        if found is None:
+            continue
+        target = dotted(found[0])
+        if target == f"self.{attr}" and isinstance(found[1], cst.List) and not found[1].elements:
+            start = id(small)
+            continue
+        modules = {m for c in nodes_of(found[1], (cst.Call,))
+                   if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "shard"
+                   and (m := _module_of_part(c.func.value)) is not None}
+        if target is not None and len(modules) == 1:
+            shards[target] = (id(small), modules.pop())
+    reads = [n.value for n in nodes_of(func.body, (cst.Name,)) if isinstance(n, cst.Name)]
+    if any(reads.count(n) > 2 for n in lists if n in shards):
+        return  # (a shard list another statement reads too: it stays, and so does the loop)
+    zipped = [shards[n] for n in lists if n in shards]
+    modules = {m for _, m in zipped}
+    others = [n for n in lists if n not in shards]
+    if start is None or len(modules) != 1 or len(others) > 1 or any(n is None or n.rsplit(".", 1)[-1] != "devices"
+                                                                       for n in others):
+        return
+    facts.aliases[attr] = modules.pop()
+    facts.clone_statements.update({start, id(loop), *(i for i, _ in zipped)})
+
+
+def _module_of_part(node: cst.BaseExpression) -> str | None:
+    """``x`` of ``self.x.weight`` / ``self.x.bias`` (a module's own tensor), else None."""
+    name = dotted(node) or ""
+    parts = name.split(".")
+    return parts[1] if len(parts) == 3 and parts[0] == "self" else None
 
 
 def _helper_aliases(small: cst.BaseSmallStatement, helpers: dict[str, ShardHelper], bound: dict[str, str],

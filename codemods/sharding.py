@@ -378,6 +378,9 @@ class Sharding(Codemod):
             and isinstance(now.targets[0].target, cst.Name) and now.targets[0].target.value == now.value.value
         ):
             return cst.RemovalSentinel.REMOVE  # ``xs = [x for x in xs]`` became ``xs = xs``
+        if cls is not None and id(small) in cls.facts.clone_statements:
+            self._clear_own_todos()
+            return cst.RemovalSentinel.REMOVE  # (reported at its loop)
         if cls is not None and id(small) in cls.facts.helper_assigns and isinstance(small, cst.Assign):
             helper = dotted(cast(cst.Call, small.value).func) or ""
             self._helper_uses[helper] -= 1
@@ -567,6 +570,15 @@ class Sharding(Codemod):
             self._broadcast_done = True
             return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("to")), args=[cst.Arg(value=_expr(mesh))])
         return None
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.BaseStatement | cst.RemovalSentinel:
+        cls = self._cls()
+        if cls is None or self._in_dropped() or id(original) not in cls.facts.clone_statements:
+            return updated
+        alias = next(a for a, m in cls.facts.aliases.items() if f"self.{a}.append" in source(original.body))
+        self.rewrote(original, "MV390", f"per-device clones of self.{cls.facts.aliases[alias]} built by hand "
+                     f"(self.{alias}): V3 runs the one module on distributed Tensors")
+        return cst.RemovalSentinel.REMOVE
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
         cls = self._cls()
