@@ -287,6 +287,40 @@ def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_pa
     assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
 
 
+def test_a_pipeline_that_converts_its_weights_itself_gets_a_checkpoint_its_conversions_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gemma4 registers no weight adapter: its load path converts ``language_model.*`` names with
+    its package's ``convert_*_state_dict`` functions (dropping the rest). The ladder's checkpoint
+    gets the names those read, or the model compiles with none of its weights."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+
+    package = tmp_path / "towers_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("class TowersModel:\n    pass\n")
+    (package / "weight_adapters.py").write_text(
+        "def convert_language_state_dict(state_dict):\n"
+        "    return {k.removeprefix('language_model.'): v.data() for k, v in state_dict.items()\n"
+        "            if k.startswith('language_model.')}\n\n"
+        "def convert_vision_state_dict(state_dict):\n"
+        "    return {k.removeprefix('vision.'): v.data() for k, v in state_dict.items() if k.startswith('vision.')}\n\n"
+        "def convert_with_config(state_dict, config):\n"
+        "    raise AssertionError('takes a config: not one of the conversions')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from towers_pkg.model import TowersModel  # type: ignore[import-not-found]
+
+    adapter = archbuild.internal_adapter(SimpleNamespace(pipeline_model=TowersModel))
+    assert adapter is not None
+    v2: archbuild.Signature = {"embed_tokens.weight": ((4, 8), "float32")}
+    names = archbuild.checkpoint_names((adapter, adapter), v2, {}, None, None, tmp_path)
+    assert names == {"language_model.embed_tokens.weight": ((4, 8), "float32")}
+    assert archbuild.internal_adapter(SimpleNamespace(pipeline_model=archbuild.Checkpoint)) is None
+
+
 def test_a_v3_parameter_no_v2_weight_accounts_for_is_named_apart(tmp_path: Path) -> None:
     """The probe checkpoint holds it (so names and shapes agree), but a checkpoint V2 loads does not:
     L3 fails on such names (olmo's affine LayerNorm weights where V2 has a weightless one)."""

@@ -876,6 +876,41 @@ def write_weights(path: Path, names: Signature, seed: int | None = None) -> Any:
     return load_weights([path])
 
 
+def internal_adapter(entry: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The conversions a pipeline that registers no weight adapter runs in its own load path
+    (gemma4's ``convert_safetensor_language_state_dict`` and ``..._vision_...``: functions of its
+    package's ``weight_adapters`` module taking one state dict), as one adapter of their union, so
+    the checkpoint the ladder writes has the names they read (None: the package has none).
+
+    A conversion that raises on some names (it expects another part of the checkpoint with them)
+    adds nothing for them; the others still map theirs."""
+    import importlib
+
+    pipeline_model = getattr(entry, "pipeline_model", None)
+    package = getattr(pipeline_model, "__module__", "").rpartition(".")[0]
+    try:
+        module = importlib.import_module(f"{package}.weight_adapters") if package else None
+    except ImportError:
+        return None
+    conversions = [
+        f for n, f in sorted(vars(module).items() if module is not None else ())
+        if inspect.isfunction(f) and f.__module__ == getattr(module, "__name__", None)
+        and n.startswith("convert_") and n.endswith("state_dict")
+        and len([p for p in inspect.signature(f).parameters.values() if p.default is p.empty]) == 1
+    ]
+    if not conversions:
+        return None
+
+    def adapter(state_dict: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for convert in conversions:
+            with contextlib.suppress(Exception):
+                out.update(convert(state_dict))
+        return out
+
+    return adapter
+
+
 def adapt(adapter: Any, items: dict[str, Any], pc: Any, hf: Any) -> dict[str, Any]:
     """Call a weight adapter the way MAX's pipelines do (with the configs it accepts)."""
     kwargs = {"huggingface_config": hf, "pipeline_config": pc}

@@ -607,7 +607,8 @@ class _Pair:
         from max.graph.weights.format import WeightsFormat
 
         entry = self.entry2 if side == "v2" else self.entry3
-        return dict(getattr(entry, "weight_adapters", None) or {}).get(WeightsFormat.safetensors)
+        registered = dict(getattr(entry, "weight_adapters", None) or {}).get(WeightsFormat.safetensors)
+        return registered if registered is not None else archbuild.internal_adapter(entry)
 
     def pipeline_config(self, ckpt: archbuild.Checkpoint) -> Any:
         from migrate_v3.verify import tiny
