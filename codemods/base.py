@@ -79,6 +79,8 @@ class TransformContext:
     field_decls: dict[str, FieldDecl] = field(default_factory=dict)
     #: ``pkg.module.Class`` → the qualified ``max`` library class it subclasses, same classes
     library_bases: dict[str, str] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → the parameters its instances are called with (``forward``/``__call__``)
+    call_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: dotted modules of V2 siblings that use no V2 API (importing them brings no V2 graph code)
     neutral_modules: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)
@@ -156,6 +158,9 @@ class FileState:
     #: local names of sibling classes imported as their variant's class of the same V3 base
     #: (``Dependencies``) → the ``LayerSpec`` mapping their calls (``LayerConstructors``, ``LayerCalls``)
     layer_substitutes: dict[str, Any] = field(default_factory=dict)
+    #: local names of sibling classes whose V3 variant's ``forward`` lacks V2 ``__call__`` parameters
+    #: that carry no data (``Dependencies``) → those parameters: their calls drop them (``LayerCalls``)
+    call_drops: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name) and id(node) in self.non_refs:

@@ -39,7 +39,14 @@ from codemods.base import (
 from codemods.layers import defines_init, with_cpu_device_init, with_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
-from migrate_v3.knowledge.layers import LAYERS, PLACEMENT_ARGS, LayerSpec, subclass_spec, v2_symbol
+from migrate_v3.knowledge.layers import (
+    LAYERS,
+    NO_DATA_ARGS,
+    PLACEMENT_ARGS,
+    LayerSpec,
+    subclass_spec,
+    v2_symbol,
+)
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _ADAPTERS = "weight_adapters"
@@ -132,6 +139,7 @@ class Dependencies(Codemod):
         self._lost_attributes(package, target, parts[1:], v2_names)
         self._subclassed_ports(package, target, parts[1:], v2_names)
         self._changed_constructors(package, target, parts[1:], v2_names)
+        self._changed_calls(package, target, parts[1:], v2_names)
         self._gone_fields(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
         # max.pipelines.architectures resolves: import it relatively
@@ -408,6 +416,17 @@ class Dependencies(Codemod):
                     + (f" (it needs {', '.join(new_required)})" if new_required else "")
                     + (f" (it takes no {', '.join(gone)})" if gone else ""),
                 )
+
+    def _changed_calls(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant's ``forward`` lacks V2 ``__call__`` parameters that carry no data
+        (gemma3's ``Gemma3TransformerBlock`` took ``signal_buffers`` third): its calls here drop them
+        (``LayerCalls``), when the rest keep their positions (as many positional parameters left)."""
+        for name, v2, v3 in _class_pairs(self.state.context.call_signatures, package, target, rest, node):
+            v3_names = {p.rstrip("=") for p in v3}
+            gone = frozenset(p.rstrip("=") for p in v2 if p.rstrip("=") in NO_DATA_ARGS and p.rstrip("=") not in v3_names)
+            kept = [p for p in v2 if p not in ("*", "**") and p.rstrip("=") not in gone]
+            if gone and len(kept) == len([p for p in v3 if p not in ("*", "**")]):
+                self.state.call_drops[_local_name(node, name)] = gone
 
     def _gone_fields(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A V2 config dataclass whose V3 variant lacks fields it has (inherited ones included): calls

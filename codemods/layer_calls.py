@@ -7,6 +7,12 @@ synchronisation) go; one that carries data stays, with a TODO. Recognised: a
 subclass's ``super().forward(...)`` / ``super().__call__(...)``, and
 ``self.X(...)`` where ``__init__`` of the same class set ``self.X = <layer>(...)``.
 
+A sibling's class whose V3 variant's ``forward`` lacks such a V2 parameter
+(``FileState.call_drops``: gemma3's ``Gemma3TransformerBlock`` took
+``signal_buffers`` third) is called without it: ``self.X(...)``, and ``layer(...)``
+in ``for layer in self.layers`` (or ``enumerate(self.layers)``) where
+``__init__`` built ``self.layers`` of that class.
+
 The result is one Tensor, not a list: ``layer(x, signal_buffers)[0]`` becomes
 ``layer(x)``, a following ``[E for v in r]`` over it
 becomes ``E`` with ``r`` for ``v`` (and a ``list[T]`` return annotation of a
@@ -26,7 +32,14 @@ from collections.abc import Iterator
 import libcst as cst
 
 from codemods.args import self_attr, source
-from codemods.base import TODO_PREFIX, Codemod, TransformContext, attach_todos, imports_siblings
+from codemods.base import (
+    TODO_PREFIX,
+    Codemod,
+    TransformContext,
+    attach_todos,
+    imports_siblings,
+    nodes_of,
+)
 from migrate_v3.knowledge.layers import CALL_DROPS
 
 
@@ -71,7 +84,8 @@ class LayerCalls(Codemod):
     @classmethod
     def applies_to(cls, source: str, context: TransformContext) -> bool:
         # (a sibling's subclass of one, imported as its variant's class: ``_layer_built``)
-        return cls.applies(source) or (bool(context.library_bases) and imports_siblings(source))
+        return cls.applies(source) or (
+            bool(context.library_bases or context.call_signatures) and imports_siblings(source))
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -86,6 +100,10 @@ class LayerCalls(Codemod):
         self.consumed: list[dict[str, int]] = []
         #: the calls rewritten here (ids): each returns one Tensor
         self.one_tensor: set[int] = set()
+        #: per class: attribute → the ``call_drops`` class of the module (or of each module of the
+        #: list) it holds; per ``for`` loop: its variable → that class (or None: no such loop)
+        self.siblings: list[dict[str, str]] = []
+        self.loops: list[tuple[str, str] | None] = []
 
     # --- where the layer is -----------------------------------------------------------
 
@@ -94,14 +112,53 @@ class LayerCalls(Codemod):
         for arg in node.bases:
             base = base or _layer(self.qualname(arg.value))
         attrs: dict[str, str] = {}
+        siblings: dict[str, str] = {}
         for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                appended = _appended_classes(stmt) if self.state.call_drops else {}
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
                     layer = self._layer_built(assign.value.func) if name and isinstance(assign.value, cst.Call) else None
                     if name and layer:
                         attrs[name] = layer
+                    built = _built_class(assign.value, appended) if name and self.state.call_drops else None
+                    if name and built in self.state.call_drops:
+                        siblings[name] = built
         self.classes.append((base, attrs))
+        self.siblings.append(siblings)
+
+    def visit_For(self, node: cst.For) -> None:
+        it, target = node.iter, node.target
+        var: cst.BaseExpression = target
+        if isinstance(it, cst.Call) and source(it.func) == "enumerate" and len(it.args) == 1:
+            it = it.args[0].value
+            elements = target.elements if isinstance(target, cst.Tuple) else ()
+            var = elements[1].value if len(elements) == 2 else target
+        held = self.siblings[-1].get(self_attr(it) or "") if self.siblings else None
+        self.loops.append((var.value, held) if held and isinstance(var, cst.Name) else None)
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        self.loops.pop()
+        return updated
+
+    def _sibling_called(self, func: cst.BaseExpression) -> str | None:
+        """The ``call_drops`` class of the module ``func`` calls: ``self.X`` or a loop's variable."""
+        if isinstance(func, cst.Name):
+            return next((cls for loop in reversed(self.loops) if loop for var, cls in [loop] if var == func.value), None)
+        return self.siblings[-1].get(self_attr(func) or "") if self.siblings else None
+
+    def _drop_no_data(self, original: cst.Call, updated: cst.Call, cls: str) -> cst.Call:
+        """``layer(i, x, signal_buffers, kv, ...)`` → ``layer(i, x, kv, ...)`` (V3's forward has none)."""
+        gone = self.state.call_drops[cls]
+        dropped = [a for a in updated.args if not a.star and (
+            a.keyword.value in gone if a.keyword is not None else _leaf_name(a.value) in gone)]
+        if not dropped:
+            return updated
+        self.rewrote(original, "MV342", f"V3 {cls}.forward takes no {', '.join(sorted(gone))}")
+        kept = [a for a in updated.args if all(a is not d for d in dropped)]
+        if kept:
+            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(args=kept)
 
     def _layer_built(self, func: cst.BaseExpression) -> str | None:
         """The ``CALL_DROPS`` layer a constructor call builds: a max layer, or a sibling's subclass
@@ -113,6 +170,7 @@ class LayerCalls(Codemod):
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.classes.pop()
+        self.siblings.pop()
         return updated
 
     # --- the calls ----------------------------------------------------------------------
@@ -120,6 +178,9 @@ class LayerCalls(Codemod):
     def leave_Call(self, original: cst.Call, updated: cst.BaseExpression) -> cst.BaseExpression:
         if not self.classes or not isinstance(updated, cst.Call):
             return updated
+        sibling = self._sibling_called(original.func) if self.state.call_drops else None
+        if sibling is not None:
+            return self._drop_no_data(original, updated, sibling)
         base, attrs = self.classes[-1]
         layer = base if base and _is_super_call(original.func) else attrs.get(self_attr(original.func) or "")
         if layer is None:
@@ -225,6 +286,34 @@ class LayerCalls(Codemod):
         self.rewrote(original, "MV342", f"[... for {comp.target.value} in {comp.iter.value}] → one Tensor")
         self.consumed[-1][comp.iter.value] = self.consumed[-1].get(comp.iter.value, 0) + 1
         return updated.elt.visit(_Rename(comp.target.value, comp.iter))  # type: ignore[return-value]
+
+
+_CONTAINERS = frozenset({"LayerList", "ModuleList", "Sequential", "list"})
+
+
+def _built_class(value: cst.BaseExpression, lists: dict[str, str]) -> str | None:
+    """The class (a bare name) ``Cls(...)``, ``[Cls(...) for ...]`` or ``Container([Cls(...) ...])``
+    builds, or ``Container(xs)`` of a local list ``lists`` knows (``xs.append(Cls(...))``)."""
+    if isinstance(value, cst.Call) and source(value.func).rsplit(".", 1)[-1] in _CONTAINERS and len(value.args) == 1:
+        value = value.args[0].value
+    if isinstance(value, cst.Name):
+        return lists.get(value.value)
+    if isinstance(value, cst.ListComp):
+        value = value.elt
+    elif isinstance(value, cst.List) and value.elements:
+        names = {_built_class(e.value, lists) for e in value.elements}
+        return names.pop() if len(names) == 1 else None
+    return value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) else None
+
+
+def _appended_classes(func: cst.FunctionDef) -> dict[str, str]:
+    """Local lists of ``func`` that only ``xs.append(Cls(...))`` fills, all of one class → that class."""
+    found: dict[str, set[str | None]] = {}
+    for call in nodes_of(func, (cst.Call,)):
+        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
+            found.setdefault(call.func.value.value, set()).add(_built_class(call.args[0].value, {}))
+    return {name: cls for name, classes in found.items() if len(classes) == 1 for cls in classes if cls is not None}
 
 
 def _assignments(node: cst.CSTNode) -> Iterator[cst.Assign]:

@@ -90,6 +90,9 @@ class Plan:
     #: ``pkg.module.Class`` → the qualified ``max`` library class it subclasses, same classes
     #: (``gemma3.layers.scaled_word_embedding.ScaledWordEmbedding`` → ``max.nn.embedding.VocabParallelEmbedding``)
     library_bases: dict[str, str] = field(default_factory=dict)
+    #: ``pkg.module.Class`` → the parameters its instances are called with (its ``forward``, else
+    #: ``__call__``; see ``init_signature``), same classes
+    call_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -169,6 +172,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     exports: dict[str, frozenset[str]] = {}
     attributes: dict[str, frozenset[str]] = {}
     signatures: dict[str, tuple[str, ...]] = {}
+    calls: dict[str, tuple[str, ...]] = {}
     data: set[str] = set()
     bases: dict[str, list[str]] = {}
     library: dict[str, str] = {}
@@ -188,7 +192,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
                 decls.update(field_declarations(v2_trees or []))
                 decls.update(field_declarations(trees))  # (the variant's own: a kept V2 config may lack them)
                 for package, known in ((variant, trees), (v2, v2_trees)):
-                    found, inits, datas = class_facts(package, known)
+                    found, inits, datas = class_facts(package, known, calls)
                     attributes.update(found)
                     signatures.update(inits)
                     data |= datas
@@ -201,7 +205,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
-        inherited(attributes, bases), frozenset(neutral), decls, library,
+        inherited(attributes, bases), frozenset(neutral), decls, library, calls,
     )
 
 
@@ -252,13 +256,14 @@ def module_exports(package: Path, trees: ModuleTrees | None = None) -> dict[str,
 
 
 def class_facts(
-    package: Path, trees: ModuleTrees | None = None
+    package: Path, trees: ModuleTrees | None = None, calls: dict[str, tuple[str, ...]] | None = None
 ) -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]], set[str]]:
     """For each class of ``package`` (``pkg.module.Class``): the names its instances
     have that the class itself defines — class-level assignments and annotations
     (dataclass fields), methods, ``self.x = ...`` in its methods, and the same of
     bases defined in its module — its ``__init__`` parameters (``init_signature``),
-    and whether it is a dataclass (decorated, or a base in its module is).
+    and whether it is a dataclass (decorated, or a base in its module is). ``calls`` (when given)
+    gets the parameters of each class's own ``forward`` (else ``__call__``) the same way.
 
     Attributes of bases from other modules are not included: comparing a V2 class
     with its V3 variant, both usually derive from the same library bases.
@@ -278,6 +283,10 @@ def class_facts(
             init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
             if init is not None:
                 inits[key] = init_signature(init)
+            methods = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
+            call = methods.get("forward") or methods.get("__call__")
+            if calls is not None and call is not None:
+                calls[key] = init_signature(call)
             if _is_dataclass(node, classes, frozenset()):
                 data.add(key)
     return out, inits, data

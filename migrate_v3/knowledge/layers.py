@@ -575,6 +575,9 @@ def v2_symbol(qualified: str | None) -> str | None:
 
 #: V2 layer name → (positional arguments its V3 ``forward`` takes, V2 call arguments that carry
 #: no data and go): the layers whose V2 ``__call__`` took more (``codemods.layer_calls``)
+#: V2 call parameters that carry no data (allreduce synchronisation): a V3 ``forward`` without one
+#: is called without it
+NO_DATA_ARGS = frozenset({"signal_buffers"})
 CALL_DROPS: dict[str, tuple[int, frozenset[str]]] = {
     "VocabParallelEmbedding": (1, frozenset({"signal_buffers"})),
     # V2 ``__call__(x: Sequence[TensorValue], signal_buffers)`` allgathered a list per device
