@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -388,8 +389,110 @@ def test_a_list_the_load_path_says_must_not_contain_an_entry_loses_it() -> None:
     config = tiny.tiny_hf_config("llama")
     config.dflash_config = {"target_layer_ids": [0, 1]}
     assert tiny.fill_missing(config, owner, path, tiny.ConfigReads(), wanted=wanted) == (
-        "dflash_config.target_layer_ids=[1]")
+        "dflash_config.target_layer_ids=[1, 2]")
     assert tiny.fill_missing(config, owner, path, tiny.ConfigReads(), wanted=wanted) is None  # nothing to drop
+
+
+def test_a_list_of_indices_losing_an_entry_keeps_its_length() -> None:
+    """The load path also checks the count (one target layer id per draft layer: 2): the dropped
+    index is replaced by the next one after the largest, not left out."""
+    assert tiny._without([0, 1], 0) == [1, 2]
+    assert tiny._without([0], 0) == [1]
+    assert tiny._without([3, 0, 1], 1) == [3, 0, 4]
+    assert tiny._without(["sliding", "full"], "full") == ["sliding"]  # not indices: just dropped
+
+
+def test_layer_types_read_with_a_fallback_of_the_codes_own_still_take_one_of_each_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``getattr(text_config, "layer_types", None)`` falls back to a period rule (every 4th layer
+    sparse) that 2 layers lose a kind by: each language (sub-)config is told the package's kinds."""
+    code = ('LINEAR_ATTENTION = "linear_attention"\nSPARSE_ATTENTION = "deepseek_sparse_attention"\n'
+            "def f(text_config):\n    layer_types = getattr(text_config, 'layer_types', None)\n"
+            "    return layer_types or ['deepseek_sparse_attention' if i % 4 == 3 else 'linear_attention'\n"
+            "                           for i in range(text_config.num_hidden_layers)]\n")
+    reads = tiny.package_reads(_package(tmp_path, "hybrid", {"model_config.py": code}))
+    assert "layer_types" in reads.optional
+    config = tiny.tiny_hf_config("llava")  # a language tower (text_config) and a vision one
+    config.text_config.layer_types = None
+    done = tiny.fill_reads(config, reads)
+    assert config.text_config.layer_types == ["deepseek_sparse_attention", "linear_attention"]
+    assert "text_config.layer_types=['deepseek_sparse_attention', 'linear_attention']" in done
+    assert getattr(config.vision_config, "layer_types", None) is None  # a tower without layers of those kinds
+    plain = tiny.package_reads(_package(tmp_path, "dense", {"m.py": "def f(text_config):\n"
+                                                           "    return getattr(text_config, 'layer_types', None)\n"}))
+    config = tiny.tiny_hf_config("llama")
+    config.layer_types = None
+    tiny.fill_reads(config, plain)
+    assert config.layer_types is None  # a package with no kinds of its own: optional stays optional
+
+
+def test_a_number_a_config_class_widens_to_a_pair_on_loading_is_given_back() -> None:
+    """InternVL's vision config turns ``patch_size=14`` into ``(14, 14)`` on loading ``config.json``;
+    the package's own config declares one number (fill_reads made it 14), so the loaded one is 14."""
+    written = tiny.tiny_hf_config("internvl")
+    written.vision_config.patch_size = 14
+    written.vision_config.image_size = 448
+    loaded = copy.deepcopy(written)
+    loaded.vision_config.patch_size, loaded.vision_config.image_size = (14, 14), [448, 336]
+    assert tiny.restore_numbers(loaded, written) == ["vision_config.patch_size"]
+    assert loaded.vision_config.patch_size == 14
+    assert loaded.vision_config.image_size == [448, 336]  # not a pair of that number: left as it is
+    assert tiny.restore_numbers(loaded, written) == []
+
+
+def test_a_block_local_convolution_and_a_candidate_selector_get_values_that_fit_the_tiny_widths() -> None:
+    """A draft's ``dflash_config`` must declare them; a config dataclass's 0 (its "unset") would
+    divide by zero: the convolution's taps fit the block, its channel groups divide the widths."""
+    reads = tiny.ConfigReads(defaults={"conv_group_size": 0, "conv_kernel_size": 0, "selector_top_k": 0})
+    config = tiny.tiny_hf_config("llama")
+    values = {n: tiny._fill_value(n, config, reads)[1]
+              for n in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k", "block_size")}
+    assert 1 <= values["conv_kernel_size"] <= values["block_size"]
+    assert config.hidden_size % values["conv_group_size"] == 0 and values["conv_group_size"] > 0
+    assert values["selector_rank"] > 0 and 0 < values["selector_top_k"] <= config.vocab_size
+
+
+def test_a_field_the_code_refuses_unless_zero_is_zero(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``if self.qk_rope_head_dim != 0: raise`` (a model without rotary embeddings): the tiny width
+    8 is made 0; a tensor's ``x.ndim != 4`` is not a config field's requirement."""
+    code = ("class C:\n    def __post_init__(self):\n        if self.qk_rope_head_dim != 0:\n"
+            "            raise ValueError('NoPE')\n        if self.x.ndim != 4:\n            raise ValueError\n")
+    reads = tiny.package_reads(_package(tmp_path, "nope", {"model_config.py": code}))
+    assert reads.required == {"qk_rope_head_dim": 0}
+    config = tiny.tiny_hf_config("deepseek_v3")
+    assert config.qk_rope_head_dim == 8
+    assert "qk_rope_head_dim=0" in tiny.fill_reads(config, reads)
+    assert config.qk_rope_head_dim == 0
+
+
+def test_the_fp8_block_scaled_config_is_deepseek_v3s_with_its_float8_format() -> None:
+    assert tiny.FP8_BLOCK_SCALED == {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": [128, 128]}
+
+
+@pytest.mark.needs_max
+def test_a_checkpoint_name_an_adapter_flattens_from_a_convolution_is_given_as_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A patch embedding MAX builds as a Linear is a Conv2d/Conv3d in the checkpoint: the adapter
+    unpacks 4 (5) axes and flattens; given 2 it raises. The name is given with 1-wide kernel axes."""
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    def adapter(state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in state_dict.items():
+            o, i, t, h, w = v.data().shape  # a Conv3d's (a 2-axis weight: ValueError)
+            out[k] = _Shaped((int(o), int(i) * int(t) * int(h) * int(w)))  # (only its shape is compared)
+        return out
+
+    v2: archbuild.Signature = {"vision.patch_embed.proj.weight": ((8, 12), "float32")}
+    names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
+    assert names == {"vision.patch_embed.proj.weight": ((8, 12, 1, 1, 1), "float32")}
+
+
+@dataclasses.dataclass
+class _Shaped:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
 
 
 @pytest.mark.needs_max

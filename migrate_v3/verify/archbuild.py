@@ -1139,6 +1139,9 @@ def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...]
         try:
             got = probe.run(adapter, name, sig[0], pc, hf)
         except Exception:  # noqa: BLE001 - this candidate is not a checkpoint name
+            kernel = _kernel_shape(probe, adapter, name, key, sig, pc, hf)
+            if kernel is not None:
+                found.append((name, kernel))
             continue
         if list(got) != [key]:
             continue
@@ -1155,6 +1158,25 @@ def _preimages(probe: _Probe, adapter: Any, key: str, sig: tuple[tuple[int, ...]
             except Exception:  # noqa: BLE001
                 continue
     return found
+
+
+def _kernel_shape(probe: _Probe, adapter: Any, name: str, key: str, sig: tuple[tuple[int, ...], str],
+                  pc: Any, hf: Any) -> tuple[int, ...] | None:
+    """The shape of checkpoint name ``name`` as a convolution's weight, when ``adapter`` refuses it in
+    ``key``'s shape and maps it to ``key`` in that shape from a convolution's: a patch embedding MAX
+    builds as a ``Linear`` is a ``Conv2d`` / ``Conv3d`` in the checkpoint, which the adapter flattens
+    (it unpacks 4 or 5 axes). The kernel axes are 1 wide, so the flattened shape is ``key``'s own."""
+    if len(sig[0]) != 2:
+        return None
+    for extra in (2, 3):
+        alt = sig[0] + (1,) * extra
+        probe.ensure([(name, alt, sig[1])])
+        try:
+            if probe.run(adapter, name, alt, pc, hf).get(key, ((),))[0] == sig[0]:
+                return alt
+        except Exception:  # noqa: BLE001 - not that many axes either
+            continue
+    return None
 
 
 def _choose(found: list[tuple[str, tuple[int, ...]]], probe: _Probe, adapter3: Any, v3: Signature,

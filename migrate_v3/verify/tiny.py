@@ -307,6 +307,27 @@ def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
     return done
 
 
+def restore_numbers(loaded: Any, written: Any) -> list[str]:
+    """Give ``loaded`` (a config read back from ``config.json``) and its sub-configs each number
+    of ``written`` that came back as a list or tuple of that number (``patch_size=14`` read back as
+    ``(14, 14)``): a config class whose ``__post_init__`` widens a number to a pair undoes
+    :func:`fill_reads` making it the one number the package's own config declares. The
+    ``path``s restored."""
+    done: list[str] = []
+    pairs = [("", loaded, written)]
+    pairs += [(k, getattr(loaded, k, None), v) for k, v in _sub_configs(written).items()] if written is not None else []
+    for where, back, given in pairs:
+        if back is None or given is None or not hasattr(back, "__dict__"):
+            continue
+        for name, value in vars(given).items():
+            now = vars(back).get(name)
+            if (isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(now, (list, tuple))
+                    and now and all(v == value and not isinstance(v, bool) for v in now)):
+                setattr(back, name, value)
+                done.append(f"{where + '.' if where else ''}{name}")
+    return done
+
+
 def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
                     accelerator: bool = False, speculative: str | None = None, hf_config: Any = None,
                     settings: Mapping[str, Any] | None = None) -> Any:
@@ -335,6 +356,7 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
         device_specs=[DeviceSpec.accelerator() if accelerator else DeviceSpec.cpu()], max_length=max_length,
     )
     restore_sub_configs(model.huggingface_config, hf_config)
+    restore_numbers(model.huggingface_config, hf_config)
     given = _settings(PipelineConfig, settings)
     if speculative is None:
         return PipelineConfig.model_construct(models=ModelManifest({"main": model}), **given)
@@ -474,12 +496,18 @@ SHAPED: dict[str, Any] = {
     "block_size": 3,
     # the label a loss skips: PyTorch's cross-entropy default, the value multimodal HF configs give it
     "ignore_index": -100,
+    # a block-local short convolution (a draft's): 2 taps, within the block of 3 above; its channels
+    # share coefficients in groups that divide the tiny widths (64 hidden, 16 per head)
+    "conv_kernel_size": 2, "conv_group_size": 16,
+    # a low-rank candidate scorer: a rank as narrow as a head, the top 2 candidates (as experts per token)
+    "selector_rank": SMALL["head_dim"], "selector_top_k": SMALL["num_experts_per_tok"],
 }
 
 
 #: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
-#: architectures that build only quantized: the one block size MAX's FP8 parser accepts.
-FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+#: architectures that build only quantized: the one block size MAX's FP8 parser accepts; as
+#: DeepSeek-V3's ``config.json`` has it, with its float8 format (``fmt``), which some parsers check.
+FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                     "weight_block_size": [128, 128]}
 
 
@@ -498,8 +526,9 @@ class ConfigReads:
     attrs: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     keys: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: field name -> the one string value the code accepts (``if rope_type != "yarn": raise``)
-    required: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: field name -> the one value the code accepts (``if rope_type != "yarn": raise``; an integer:
+    #: ``if self.qk_rope_head_dim != 0: raise``)
+    required: dict[str, str | int] = dataclasses.field(default_factory=dict)
     #: fields the code also reads with its own default or only asks about (``getattr(hf, "X", 0)``,
     #: ``hasattr``): optional, never added (a dense model stays dense)
     optional: set[str] = dataclasses.field(default_factory=set)
@@ -610,12 +639,14 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
     return out
 
 
-def _refused(test: Any) -> list[tuple[str, str]]:
-    """``(name, literal)`` of each ``name != "literal"`` in a raising ``if``'s test (and-ed terms too)."""
+def _refused(test: Any) -> list[tuple[str, str | int]]:
+    """``(name, literal)`` of each ``name != "literal"`` in a raising ``if``'s test (and-ed terms too),
+    and of each ``x.name != 0`` (a part the architecture has none of: ``qk_rope_head_dim`` of a
+    model without rotary embeddings, which the tiny widths would give one)."""
     import ast
 
     terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    out = []
+    out: list[tuple[str, str | int]] = []
     for term in terms:
         if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.NotEq)):
             continue
@@ -623,6 +654,10 @@ def _refused(test: Any) -> list[tuple[str, str]]:
         name = left.id if isinstance(left, ast.Name) else left.attr if isinstance(left, ast.Attribute) else None
         if name and isinstance(right, ast.Constant) and isinstance(right.value, str):
             out.append((name, right.value))
+        elif (isinstance(left, ast.Attribute) and isinstance(right, ast.Constant)
+              and isinstance(right.value, int) and not isinstance(right.value, bool) and right.value == 0):
+            # (zero only: a part the architecture has not; ``x.ndim != 4`` checks a tensor, not a config)
+            out.append((left.attr, right.value))
     return out
 
 
@@ -666,10 +701,8 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
                 return True, table[name]
     if name in SMALL:
         return True, SMALL[name]
-    if name == "layer_types" and reads.layer_kinds and "full_attention" not in reads.layer_kinds:
-        # a package whose layers are of its own kinds (linear + sparse attention): one of each first
-        kinds = sorted(reads.layer_kinds)
-        return True, [kinds[i % len(kinds)] for i in range(_depth(config))]
+    if name == "layer_types" and (kinds := _own_layer_kinds(config, reads)) is not None:
+        return True, kinds
     found, value = derived(name, config)
     if found:
         return True, value
@@ -683,6 +716,15 @@ def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= LIMIT:
         return True, value  # a layer's own default for a parameter of that name, if tiny
     return False, None
+
+
+def _own_layer_kinds(config: Any, reads: ConfigReads) -> list[str] | None:
+    """``layer_types`` of a package whose layers are of its own kinds (linear + sparse attention, no
+    ``full_attention``): its kinds in turn, one of each first; None for any other package."""
+    if not reads.layer_kinds or "full_attention" in reads.layer_kinds:
+        return None
+    kinds = sorted(reads.layer_kinds)
+    return [kinds[i % len(kinds)] for i in range(_depth(config))]
 
 
 def _depth(config: Any) -> int:
@@ -776,6 +818,19 @@ class Without:
     entry: Any
 
 
+def _without(entries: list[Any], entry: Any) -> list[Any]:
+    """``entries`` without ``entry``; a list of indices (``target_layer_ids``) keeps its length, the
+    dropped entries replaced by the next indices after its largest: its length is a count the
+    load path checks too (one id per draft layer), its entries are positions ([0, 1] -> [1, 2])."""
+    value = [v for v in entries if v != entry]
+    if entries and all(isinstance(v, int) and not isinstance(v, bool) for v in [*entries, entry]):
+        following = max([*value, entry]) + 1
+        while len(value) < len(entries):
+            value.append(following)
+            following += 1
+    return value
+
+
 #: ``dflash_config.target_layer_ids must not contain 0``
 _MUST_NOT_CONTAIN = re.compile(r"\b(?P<path>\w+(?:\.\w+)?) must not contain (?P<entry>-?\d+)\b")
 
@@ -839,8 +894,8 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     elif isinstance(wanted, Without):
         current = table.get(name) if isinstance(table, dict) else getattr(table, name, None)
         entries = list(current) if isinstance(current, (list, tuple)) else []
-        value = [v for v in entries if v != wanted.entry]
-        ok = bool(value) and len(value) < len(entries)
+        value = _without(entries, wanted.entry)
+        ok = bool(value) and value != entries
     elif wanted is not None:
         ok, value = True, wanted
     elif _SUBCONFIG.match(name) and not outer:
@@ -1013,12 +1068,23 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
             ok, value = _fill_value(name, target, reads)
             if ok and _set_valid(config, target, name, value):
                 done.append(f"{where + '.' if where else ''}{name}={value!r}")
+    if "layer_types" in reads.optional and len(reads.layer_kinds) > 1:
+        # read with a fallback of the code's own (every 4th layer sparse): at the tiny depth the
+        # fallback may lose a kind the full-depth model has, so each language tower is told its kinds
+        for where, target in [("", config), *((k, v) for k, v in subs.items() if k in _LANGUAGE_TOWERS)]:
+            own = vars(target)
+            if (_has(target, "layer_types") or not isinstance(own.get("num_hidden_layers"), int)
+                    or (kinds := _own_layer_kinds(target, reads)) is None):
+                continue
+            if _set_valid(config, target, "layer_types", kinds):
+                done.append(f"{where + '.' if where else ''}layer_types={kinds!r}")
     for name, literal in sorted(reads.required.items()):
         for where, target in [("", config), *subs.items()]:
             tables = [(name, target, getattr(target, name, None))]
             tables += [(k, v, v.get(name)) for k, v in vars(target).items() if isinstance(v, dict)]
             for label, holder, value in tables:
-                if isinstance(value, str) and value != literal:
+                if value != literal and (isinstance(value, str) if isinstance(literal, str) else (
+                        isinstance(value, int) and not isinstance(value, bool))):
                     if isinstance(holder, dict):
                         holder[name] = literal
                     else:
