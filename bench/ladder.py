@@ -406,12 +406,15 @@ def check_findings(tree: Path, dirs: list[str]) -> dict[str, set[int]]:
 
 #: A V2 reference that refuses to build without an accelerator (or, built on a GPU spec, needs
 #: a real one): that architecture cannot be checked on this machine at all.
-from migrate_v3.verify.ladder import ACCELERATOR_ONLY  # noqa: E402 - after the sys.path entry
+from migrate_v3.verify.ladder import ACCELERATOR_ONLY, GPU_ONLY_KERNEL  # noqa: E402 - after the sys.path entry
 
 
 def classify(step: dict[str, Any], pkg_dir: Path, mark: str) -> str:
     if step["side"] == "v2":
         return "needs a GPU" if ACCELERATOR_ONLY.search(step["detail"]) else "V2 itself fails"
+    where = step.get("where", "")
+    if GPU_ONLY_KERNEL.search(step["detail"]) and "site-packages" in where and "/max/" in where:
+        return "needs a GPU"  # (a MAX kernel with no CPU form: not the migration's doing)
     if step["side"] == "setup":
         return "no inputs" if step["rung"] in ("L4", "L5") else "no config"
     if mark:

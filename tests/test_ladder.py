@@ -192,6 +192,10 @@ def test_a_v2_reference_that_refuses_a_cpu_is_classified_apart() -> None:
     assert ladder.classify(opened, ROOT, "") == "needs a GPU"
     assert ladder.classify(other, ROOT, "") == "V2 itself fails"
     assert ladder.classify(_step("L2", False), ROOT, "") == "tool"
+    kernel = {**_step("L4", False), "detail": "X: trace X: ValueError: q's device type was expected to be gpu but "
+              "got cpu", "where": "<site-packages>/max/nn/kernels.py:3069"}  # a MAX kernel with no CPU form
+    assert ladder.classify(kernel, ROOT, "") == "needs a GPU"
+    assert ladder.classify({**kernel, "where": "<tree>/pkg_modulev3/attention.py:12"}, ROOT, "") == "tool"
 
 
 def test_a_weight_the_load_path_reads_before_building_is_named() -> None:

@@ -469,6 +469,24 @@ def test_the_fp8_block_scaled_config_is_deepseek_v3s_with_its_float8_format() ->
                                      "weight_block_size": [128, 128]}
 
 
+def test_an_fp8_checkpoints_contracted_widths_are_whole_blocks_on_the_config_and_its_towers() -> None:
+    """glm5_1's FP8 trace stopped on ``a_scales`` of shape ``[0, ...]``: a 64-wide K has no
+    128-wide block. Each width a config (or a sub-config) has is set; one it lacks is not added."""
+    from types import SimpleNamespace
+
+    text = SimpleNamespace(hidden_size=64, kv_lora_rank=16, to_dict=dict)
+    config = SimpleNamespace(hidden_size=64, q_lora_rank=32, index_head_dim=16, qk_rope_head_dim=8, text_config=text)
+    done = tiny.widen(config, tiny.FP8_WIDTHS)
+    assert (config.hidden_size, config.q_lora_rank, text.hidden_size, text.kv_lora_rank) == (128, 128, 128, 128)
+    assert config.qk_rope_head_dim * 2 == config.index_head_dim == 128  # (the indexer's rotary half)
+    assert not hasattr(config, "moe_intermediate_size") and "text_config.hidden_size=128" in done
+    block = tiny.FP8_BLOCK_SCALED["weight_block_size"][0]
+    contracted = ("hidden_size", "intermediate_size", "moe_intermediate_size", "q_lora_rank", "kv_lora_rank",
+                  "o_lora_rank", "index_head_dim")
+    assert all(tiny.FP8_WIDTHS[n] % block == 0 for n in contracted)
+    assert tiny.FP8_WIDTHS["v_head_dim"] * tiny.SMALL["num_attention_heads"] % block == 0  # o_proj's K
+
+
 @pytest.mark.needs_max
 def test_a_checkpoint_name_an_adapter_flattens_from_a_convolution_is_given_as_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A patch embedding MAX builds as a Linear is a Conv2d/Conv3d in the checkpoint: the adapter

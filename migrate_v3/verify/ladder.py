@@ -488,7 +488,9 @@ class _Pair:
                 or "float8_e4m3fn" not in encodings or ckpt.encoding == "float8_e4m3fn"):
             return None
         ckpt.hf_config.quantization_config = dict(tiny.FP8_BLOCK_SCALED)
-        self.filled.append(f"quantization_config={tiny.FP8_BLOCK_SCALED!r} (encoding float8_e4m3fn)")
+        widened = tiny.widen(ckpt.hf_config, tiny.FP8_WIDTHS)
+        self.filled.append(f"quantization_config={tiny.FP8_BLOCK_SCALED!r} (encoding float8_e4m3fn)"
+                           + (f", widths in whole blocks: {', '.join(widened)}" if widened else ""))
         ckpt = dataclasses.replace(ckpt.rewritten(self.directory / "fp8"), encoding="float8_e4m3fn")
         self.read["weight_scale_inv"] = ((1,), "float32")  # the parser reads the scales' dtype
         ckpt, _ = ckpt.with_weights(self.read)
@@ -687,6 +689,9 @@ class _Pair:
 #: devices were found``).
 ACCELERATOR_ONLY = re.compile(r"\b(gpus?|accelerators?|sm ?\d{2,3}|nvidia|cuda)\b|no devices were found",
                               re.IGNORECASE)
+#: A MAX kernel that validates its inputs are on a GPU (``q's device type was expected to be gpu``:
+#: deepseekV3_2's FP8 sparse-attention indexer) has no CPU form: either side stops there on a CPU.
+GPU_ONLY_KERNEL = re.compile(r"device type was expected to be gpu\b", re.IGNORECASE)
 #: A V2 graph whose code puts some values on a GPU itself (``DeviceRef.GPU()`` input types) mixes
 #: devices on a CPU spec: it is built on a GPU spec, as a load path that refuses a CPU is.
 _MIXED_DEVICES = re.compile(r"must be on the same device", re.IGNORECASE)

@@ -307,6 +307,18 @@ def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
     return done
 
 
+def widen(config: Any, widths: Mapping[str, int]) -> list[str]:
+    """Set each of ``widths`` that ``config`` or one of its sub-configs has (``text_config``);
+    the ``path=value``s set."""
+    done: list[str] = []
+    for where, cfg in [("", config), *((f"{k}.", v) for k, v in _sub_configs(config).items())]:
+        for name, value in widths.items():
+            if cfg is not None and isinstance(getattr(cfg, name, None), int) and getattr(cfg, name) != value:
+                setattr(cfg, name, value)
+                done.append(f"{where}{name}={value}")
+    return done
+
+
 def restore_numbers(loaded: Any, written: Any) -> list[str]:
     """Give ``loaded`` (a config read back from ``config.json``) and its sub-configs each number
     of ``written`` that came back as a list or tuple of that number (``patch_size=14`` read back as
@@ -507,6 +519,17 @@ SHAPED: dict[str, Any] = {
 #: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
 #: architectures that build only quantized: the one block size MAX's FP8 parser accepts; as
 #: DeepSeek-V3's ``config.json`` has it, with its float8 format (``fmt``), which some parsers check.
+#: Widths of an FP8 block-scaled checkpoint, set over the small ones where a config has them: each
+#: quantized matmul's contracted width (``hidden_size``, the LoRA ranks, ``heads * v_head_dim`` of
+#: ``o_proj``, the MLPs' inner widths) a whole number of 128-wide blocks, or its scales have no block
+#: (``a_scales`` of shape ``[0, ...]``: glm5_1's trace stopped so).
+FP8_WIDTHS: dict[str, int] = {
+    "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 128,
+    "q_lora_rank": 128, "kv_lora_rank": 128, "o_lora_rank": 128, "v_head_dim": 32,
+    # (a sparse-attention indexer quantizes its heads' keys in blocks of 128 too, and its rotary
+    # part is half of them: deepseekV3_2's indexer refuses any other)
+    "index_head_dim": 128, "qk_rope_head_dim": 64,
+}
 FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                     "weight_block_size": [128, 128]}
 
