@@ -40,7 +40,7 @@ from codemods.base import (
     imports_siblings,
     nodes_of,
 )
-from migrate_v3.knowledge.layers import CALL_DROPS
+from migrate_v3.knowledge.layers import CALL_DROPS, CONTAINER_NAMES
 
 
 def _layer(qual: str | None) -> str | None:
@@ -288,7 +288,7 @@ class LayerCalls(Codemod):
         return updated.elt.visit(_Rename(comp.target.value, comp.iter))  # type: ignore[return-value]
 
 
-_CONTAINERS = frozenset({"LayerList", "ModuleList", "Sequential", "list"})
+_CONTAINERS = CONTAINER_NAMES | {"list"}
 
 
 def _built_class(value: cst.BaseExpression, lists: dict[str, str]) -> str | None:

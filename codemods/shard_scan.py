@@ -18,6 +18,7 @@ import libcst as cst
 from codemods.args import bind, source
 from codemods.base import nodes_of
 from codemods.resolve import dotted
+from migrate_v3.knowledge.layers import CONTAINER_NAMES
 from migrate_v3.knowledge.sharding import PREDICATES, STRATEGIES
 
 Qualname = Callable[[cst.BaseExpression], "str | None"]
@@ -152,7 +153,6 @@ def _per_device_lists(expr: cst.BaseExpression | None) -> cst.BaseExpression | N
     return inner.iter if clone is not None and dotted(clone) == module.value else None
 
 
-_CONTAINERS = frozenset({"LayerList", "ModuleList", "Sequential"})
 _PER_DEVICE_VALUES = frozenset({"TensorValue", "BufferValue", "PagedCacheValues", "Tensor"})
 
 
@@ -568,7 +568,7 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             if isinstance(small.value, cst.Name):
                 bound[small.value.value] = attr
             elif (  # ``self.layers = LayerList(layers)``: the local list's modules are the attribute's
-                isinstance(small.value, cst.Call) and (dotted(small.value.func) or "").rsplit(".", 1)[-1] in _CONTAINERS
+                isinstance(small.value, cst.Call) and (dotted(small.value.func) or "").rsplit(".", 1)[-1] in CONTAINER_NAMES
                 and len(small.value.args) == 1 and isinstance(small.value.args[0].value, cst.Name)
             ):
                 bound[small.value.args[0].value.value] = attr

@@ -548,6 +548,8 @@ FLAGGED_ELSEWHERE = frozenset(
 
 #: V2 container classes (handled by the containers codemod).
 CONTAINERS = {"LayerList": "ModuleList", "Sequential": "Sequential"}
+#: the container classes of either side: their one argument holds the modules
+CONTAINER_NAMES = frozenset({*CONTAINERS, *CONTAINERS.values()})
 CONTAINER_MODULE = f"{E}.sequential"
 
 #: V2 base/interface names that become the V3 Module.
