@@ -526,3 +526,19 @@ def test_a_setting_the_load_path_names_as_a_flag_is_found_and_turned_on(tmp_path
     assert on.sampling.enable_structured_output and on.needs_bitmask_constraints
     assert not plain.sampling.enable_structured_output  # the default section is not shared
     assert tiny.asked_setting(error, on) is None  # on already
+
+
+def test_a_tower_whose_patches_are_merged_by_a_scale_factor_gets_a_multiple_of_it_per_side() -> None:
+    """idefics3's pixel shuffle merges 2 x 2 patches; transformers' defaults give 224 / 32 = 7 a
+    side, and its vision trace stopped on the reshape. The image size is rounded up (256: 8 a side);
+    one that already fits is kept, and a model without a scale factor is left alone."""
+    config = tiny.tiny_hf_config("idefics3")
+    vision = config.vision_config
+    assert (vision.image_size // vision.patch_size) % config.scale_factor == 0
+    assert vision.image_size == 256
+    out = {"vision_config": {"image_size": 64, "patch_size": 16}}
+    tiny._merged_patches({"scale_factor": 2}, out)
+    assert out["vision_config"]["image_size"] == 64
+    out = {"vision_config": {"image_size": 224, "patch_size": 32}}
+    tiny._merged_patches({}, out)
+    assert out["vision_config"]["image_size"] == 224

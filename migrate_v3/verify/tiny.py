@@ -179,6 +179,7 @@ def _shrunk(values: dict[str, Any], tower: bool = False) -> dict[str, Any]:
         for key, value in values.items():
             if isinstance(value, (list, str)) and len(value) == layers and key not in out:
                 out[key] = _pick_layers(value, n)
+    _merged_patches(values, out)
     vocab = out.get("vocab_size", values.get("vocab_size"))
     if isinstance(vocab, int):
         taken = 0
@@ -187,6 +188,20 @@ def _shrunk(values: dict[str, Any], tower: bool = False) -> dict[str, Any]:
                 taken += 1
                 out[key] = vocab - taken
     return out
+
+
+def _merged_patches(values: dict[str, Any], out: dict[str, Any]) -> None:
+    """A model that merges ``scale_factor`` x ``scale_factor`` patches (a pixel shuffle, idefics3)
+    needs the patches per side of its towers' images a multiple of it: ``transformers``' own
+    defaults (224 / 32 = 7 per side, factor 2) are not, and the reshape fails. Each tower's
+    ``image_size`` in ``out`` is rounded up to the next such size."""
+    factor = values.get("scale_factor")
+    if not isinstance(factor, int) or isinstance(factor, bool) or factor < 2:
+        return
+    for sub in out.values():
+        image, patch = (sub.get("image_size"), sub.get("patch_size")) if isinstance(sub, dict) else (None, None)
+        if isinstance(image, int) and isinstance(patch, int) and patch > 0 and (image // patch) % factor:
+            sub["image_size"] = patch * factor * -(-(image // patch) // factor)
 
 
 def tiny_hf_config(model_type: str, architectures: Iterable[str] = ()) -> Any:
