@@ -542,3 +542,32 @@ def test_a_tower_whose_patches_are_merged_by_a_scale_factor_gets_a_multiple_of_i
     out = {"vision_config": {"image_size": 224, "patch_size": 32}}
     tiny._merged_patches({}, out)
     assert out["vision_config"]["image_size"] == 224
+
+
+@pytest.mark.needs_max
+def test_a_configs_required_fields_a_tiny_checkpoint_lacks_are_given_by_their_type(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """eagle_common's draft configs require ``norm_dtype``, ``kv_params``, ``data_parallel_degree``
+    and ``fc_input_multiplier``, which no ``transformers`` config has: each gets a tiny value by its
+    annotation (and a name ending the known way); any other required field still names itself."""
+    from max.dtype import DType
+    from max.graph import DeviceRef
+
+    (tmp_path / "draft_configs.py").write_text(
+        "from __future__ import annotations\n\n"
+        "from dataclasses import dataclass\n\n"
+        "from max.dtype import DType\nfrom max.graph import DeviceRef\nfrom max.nn.kv_cache import KVCacheParams\n\n\n"
+        "@dataclass\nclass DraftConfig:\n    hidden_size: int\n    norm_dtype: DType\n    kv_params: KVCacheParams\n"
+        "    devices: list[DeviceRef]\n    data_parallel_degree: int\n    fc_input_multiplier: int\n    max_seq_len: int\n\n\n"
+        "@dataclass\nclass Other:\n    hidden_size: int\n    window: int\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import draft_configs  # type: ignore[import-not-found]
+
+    hf = tiny.tiny_hf_config("llama")
+    config = tiny.fill_config(draft_configs.DraftConfig, hf)
+    assert config.norm_dtype == DType.float32 and config.devices == [DeviceRef.CPU()]
+    assert (config.data_parallel_degree, config.fc_input_multiplier, config.max_seq_len) == (1, 2, 128)
+    assert config.kv_params.head_dim == hf.hidden_size // hf.num_attention_heads
+    assert config.kv_params.num_layers == hf.num_hidden_layers
+    with pytest.raises(TypeError, match="no tiny value for required field"):
+        tiny.fill_config(draft_configs.Other, hf)

@@ -321,7 +321,8 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
             result.steps.append(Step("L2", False, f"{name}: {made}", side=side))
             continue
         try:
-            v2 = sides.build_v2(made, v2_classes[name], target, "float32")
+            with archbuild.cpu_comm():  # (a V2 Allreduce opens accelerator handles at construction)
+                v2 = sides.build_v2(made, v2_classes[name], target, "float32")
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure(f"construct V2 {name}", exc)
             result.steps.append(Step("L2", False, f"V2 reference: {f.line()}", f.where, "v2"))

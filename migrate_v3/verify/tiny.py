@@ -482,10 +482,53 @@ def fill_config(cls: type, hf_config: Any, extra: Mapping[str, Any] | None = Non
     values = {k: v for k, v in {**source, **(extra or {})}.items() if k in fields}
     if "dtype" in values and isinstance(values["dtype"], str):
         values.pop("dtype")  # a torch dtype name, not a max DType
+    for name in [k for k, has_default in fields.items() if not has_default and k not in values]:
+        found, value = _typed_value(cls, name, hf_config, values)
+        if found:
+            values[name] = value
     missing = [k for k, has_default in fields.items() if not has_default and k not in values]
     if missing:
         raise TypeError(f"{cls.__name__}: no tiny value for required field(s) {', '.join(missing)}")
     return cls(**values)
+
+
+#: required ``int`` fields of a config that a tiny checkpoint does not have, by how their name
+#: ends: a parallelism degree of one (one device), a width multiplier of two (the least that
+#: multiplies: eagle's ``fc_input_multiplier`` asserts at least 2)
+_COUNTS = {"_degree": 1, "_multiplier": 2}
+
+
+def _typed_value(cls: type, name: str, hf_config: Any, values: Mapping[str, Any]) -> tuple[bool, Any]:
+    """A value for required field ``name`` of config class ``cls`` that the tiny ``transformers``
+    config lacks, from its annotation: a ``DType`` (float32, or the ``dtype`` given), the CPU as its
+    devices, a ``KVCacheParams`` of the tiny config's heads and layers on the CPU, ``max_seq_len``,
+    a degree or a multiplier (:data:`_COUNTS`); (False, None) for any other."""
+    import typing
+
+    from max.dtype import DType
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import KVCacheParams
+
+    try:
+        ann = typing.get_type_hints(cls).get(name)
+    except Exception:  # noqa: BLE001 - an annotation naming what the module imports only to type-check
+        return False, None
+    dtype = values.get("dtype") if isinstance(values.get("dtype"), DType) else DType.float32
+    if ann is DType:
+        return True, dtype
+    if name == "devices" or ann == list[DeviceRef]:
+        return True, [DeviceRef.CPU()]
+    if isinstance(ann, type) and issubclass(ann, KVCacheParams):
+        heads = getattr(hf_config, "num_attention_heads", None)
+        head_dim = getattr(hf_config, "head_dim", None) or (hf_config.hidden_size // heads if heads else None)
+        layers = _depth(hf_config)
+        if not isinstance(head_dim, int):
+            return False, None
+        return True, KVCacheParams(dtype=dtype, head_dim=head_dim, num_layers=layers, devices=[DeviceRef.CPU()])
+    if ann is int and name == "max_seq_len":
+        return True, 128
+    count = next((n for end, n in _COUNTS.items() if name.endswith(end)), None) if ann is int else None
+    return (True, count) if count is not None else (False, None)
 
 
 def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str | None = None) -> Any:
