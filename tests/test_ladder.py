@@ -325,6 +325,27 @@ def test_a_pipeline_that_converts_its_weights_itself_gets_a_checkpoint_its_conve
     assert archbuild.internal_adapter(SimpleNamespace(pipeline_model=archbuild.Checkpoint)) is None
 
 
+def test_a_pipeline_model_that_builds_none_of_its_packages_modules_is_a_placeholder() -> None:
+    """dflash_llama3's registered pipeline model builds llama3's ``Llama3`` (the draft it names is
+    built by the unified pipeline): its own root classes are climbed instead."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _placeholder
+
+    class Llama3: ...
+
+    class Draft: ...
+
+    Llama3.__module__, Draft.__module__ = "archs.llama3.llama3", "archs.dflash_llama3.dflash_llama3"
+    def built(*modules: object) -> archbuild.Built:
+        return archbuild.Built("v2", "DFlashDraftModel", roots=[SimpleNamespace(module=m) for m in modules])  # type: ignore[misc]
+
+    assert _placeholder(built(Llama3()), "archs.dflash_llama3.")
+    assert not _placeholder(built(Llama3(), Draft()), "archs.dflash_llama3.")
+    assert not _placeholder(built(), "archs.dflash_llama3.")  # (built nothing: its own failure)
+
+
 def test_a_v3_parameter_no_v2_weight_accounts_for_is_named_apart(tmp_path: Path) -> None:
     """The probe checkpoint holds it (so names and shapes agree), but a checkpoint V2 loads does not:
     L3 fails on such names (olmo's affine LayerNorm weights where V2 has a weightless one)."""

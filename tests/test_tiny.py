@@ -571,3 +571,14 @@ def test_a_configs_required_fields_a_tiny_checkpoint_lacks_are_given_by_their_ty
     assert config.kv_params.num_layers == hf.num_hidden_layers
     with pytest.raises(TypeError, match="no tiny value for required field"):
         tiny.fill_config(draft_configs.Other, hf)
+
+
+@pytest.mark.needs_max
+def test_an_arch_config_field_initialize_leaves_none_takes_the_hugging_face_value_of_its_name() -> None:
+    """llama3's ``Llama3Config.initialize`` leaves ``rms_norm_eps`` None (``finalize`` reads it from
+    the Hugging Face config): dflash_llama3's draft refused such a config. The tiny one has it."""
+    from max.pipelines.architectures.llama3.model_config import Llama3Config
+
+    hf = tiny.tiny_hf_config("llama")
+    config = tiny.arch_config(Llama3Config, hf)
+    assert config.rms_norm_eps == hf.rms_norm_eps is not None

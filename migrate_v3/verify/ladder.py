@@ -206,6 +206,13 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
                      package_dir=root / parent / arch)
         # first pass, no weights: which modules, which parameters
         ckpt, first2, first3 = pair.first_pass(ckpt)
+        if _placeholder(first2, f"{v2_prefix}.{arch}.") and _package_classes(root, parent, arch, v2_prefix):
+            # the registry's placeholder (dflash_llama3's builds llama3's Llama3): the package's
+            # own model is what another pipeline builds, so its root classes are climbed
+            result.config_notes.append(f"its pipeline model builds no module of {arch} (a placeholder for "
+                                       "the registry): the package's own root classes are climbed")
+            _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5)
+            return
         if pair.filled:
             result.config_notes.append("fields the V2 load path stopped on for want of, added: "
                                        + ", ".join(pair.filled))
@@ -282,6 +289,21 @@ def _redtyped(pair: _Pair, ckpt: archbuild.Checkpoint, first: list[_Root], built
     return {k: sig for k, sig in again.items() if k in names and names[k][0] == sig[0] and names[k][1] != sig[1]}
 
 
+def _package_classes(root: Path, parent: str, arch: str, v2_prefix: str) -> dict[str, type]:
+    """The V2 module classes the package's own modules define, by name."""
+    from migrate_v3.verify import sides
+
+    v2_modules = [importlib.import_module(n.replace(parent, v2_prefix, 1))
+                  for n in module_names(root / parent / arch, parent)]
+    return {n: c for m in v2_modules for n, c in vars(m).items()
+            if isinstance(c, type) and issubclass(c, sides.v2_base()) and c.__module__ == m.__name__}
+
+
+def _placeholder(built: archbuild.Built, own: str) -> bool:
+    """The V2 pipeline built modules, none of them a class of the package (module prefix ``own``)."""
+    return bool(built.roots) and not any(type(c.module).__module__.startswith(own) for c in built.roots)
+
+
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
                  prefer: tuple[Path, ...], l5: bool = False) -> None:
     """A package without ``arch.py``: its root classes, built as ``verify`` builds them.
@@ -297,10 +319,7 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
     from migrate_v3.verify.runner import package_roots
     from migrate_v3.verify.spec import BuildContext
 
-    v2_modules = [importlib.import_module(n.replace(parent, v2_prefix, 1))
-                  for n in module_names(root / parent / arch, parent)]
-    v2_classes = {n: c for m in v2_modules for n, c in vars(m).items()
-                  if isinstance(c, type) and issubclass(c, sides.v2_base()) and c.__module__ == m.__name__}
+    v2_classes = _package_classes(root, parent, arch, v2_prefix)
     v3_classes = archbuild.v3_classes([sys.modules[n] for n in module_names(root / parent / v3_name, parent)
                                        if n in sys.modules])
     roots = package_roots(v2_classes)

@@ -536,8 +536,10 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
 
     What the pipeline model's ``initialize`` step gives (its ``finalize``, which
     needs the checkpoint and arch-specific arguments, is not run: the fields it
-    sets keep their defaults). ``encoding`` (a dtype name), else float32 when
-    the class supports it.
+    sets keep their defaults, except a field ``initialize`` left None that the
+    Hugging Face config has under the same name, ``rms_norm_eps``, which
+    ``finalize`` reads from there). ``encoding`` (a dtype name), else float32
+    when the class supports it.
     """
     import tempfile
 
@@ -548,6 +550,10 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
         model_dir, weights = checkpoint_dir(hf_config, Path(tmp))
         config = cls.initialize(pipeline_config(model_dir, weights, encoding, max_length),  # type: ignore[attr-defined]
                                 max_seq_len=max_length)
+    for name, has_default in (_field_defaults(type(config)) or {}).items():
+        value = getattr(hf_config, name, None)
+        if has_default and getattr(config, name, 0) is None and isinstance(value, (int, float, str)):
+            setattr(config, name, value)
     return config
 
 
@@ -574,9 +580,6 @@ SHAPED: dict[str, Any] = {
 }
 
 
-#: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
-#: architectures that build only quantized: the one block size MAX's FP8 parser accepts; as
-#: DeepSeek-V3's ``config.json`` has it, with its float8 format (``fmt``), which some parsers check.
 #: Widths of an FP8 block-scaled checkpoint, set over the small ones where a config has them: each
 #: quantized matmul's contracted width (``hidden_size``, the LoRA ranks, ``heads * v_head_dim`` of
 #: ``o_proj``, the MLPs' inner widths) a whole number of 128-wide blocks, or its scales have no block
@@ -588,6 +591,9 @@ FP8_WIDTHS: dict[str, int] = {
     # part is half of them: deepseekV3_2's indexer refuses any other)
     "index_head_dim": 128, "qk_rope_head_dim": 64,
 }
+#: The quantization config of an FP8 block-scaled checkpoint (DeepSeek-V3's format), for
+#: architectures that build only quantized: the one block size MAX's FP8 parser accepts; as
+#: DeepSeek-V3's ``config.json`` has it, with its float8 format (``fmt``), which some parsers check.
 FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                     "weight_block_size": [128, 128]}
 
