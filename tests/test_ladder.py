@@ -326,8 +326,8 @@ def test_a_pipeline_that_converts_its_weights_itself_gets_a_checkpoint_its_conve
 
 
 def test_a_pipeline_model_that_builds_none_of_its_packages_modules_is_a_placeholder() -> None:
-    """dflash_llama3's registered pipeline model builds llama3's ``Llama3`` (the draft it names is
-    built by the unified pipeline): its own root classes are climbed instead."""
+    """dflash_llama3's registered pipeline model builds llama3's ``Llama3`` and runs nothing (the
+    draft it names is built by the unified pipeline): its own root classes are climbed instead."""
     from types import SimpleNamespace
 
     from migrate_v3.verify import archbuild
@@ -338,12 +338,22 @@ def test_a_pipeline_model_that_builds_none_of_its_packages_modules_is_a_placehol
     class Draft: ...
 
     Llama3.__module__, Draft.__module__ = "archs.llama3.llama3", "archs.dflash_llama3.dflash_llama3"
-    def built(*modules: object) -> archbuild.Built:
-        return archbuild.Built("v2", "DFlashDraftModel", roots=[SimpleNamespace(module=m) for m in modules])  # type: ignore[misc]
+    class Placeholder:
+        def execute(self, inputs: object) -> object:
+            """Runs nowhere: the unified pipeline runs the draft."""
+            raise NotImplementedError("a placeholder for the registry")
 
-    assert _placeholder(built(Llama3()), "archs.dflash_llama3.")
-    assert not _placeholder(built(Llama3(), Draft()), "archs.dflash_llama3.")
-    assert not _placeholder(built(), "archs.dflash_llama3.")  # (built nothing: its own failure)
+    class Runs:  # (eagle3_deepseekV3's runs the sibling's model it built: no placeholder)
+        def execute(self, inputs: object) -> object:
+            return inputs
+
+    def built(pipeline: object, *modules: object) -> archbuild.Built:
+        return archbuild.Built("v2", "DFlashDraftModel", pipeline, roots=[SimpleNamespace(module=m) for m in modules])  # type: ignore[misc]
+
+    assert _placeholder(built(Placeholder(), Llama3()), "archs.dflash_llama3.")
+    assert not _placeholder(built(Runs(), Llama3()), "archs.dflash_llama3.")
+    assert not _placeholder(built(Placeholder(), Llama3(), Draft()), "archs.dflash_llama3.")
+    assert not _placeholder(built(Placeholder()), "archs.dflash_llama3.")  # (built nothing: its own failure)
 
 
 def test_a_v3_parameter_no_v2_weight_accounts_for_is_named_apart(tmp_path: Path) -> None:

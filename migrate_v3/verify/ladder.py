@@ -300,8 +300,22 @@ def _package_classes(root: Path, parent: str, arch: str, v2_prefix: str) -> dict
 
 
 def _placeholder(built: archbuild.Built, own: str) -> bool:
-    """The V2 pipeline built modules, none of them a class of the package (module prefix ``own``)."""
-    return bool(built.roots) and not any(type(c.module).__module__.startswith(own) for c in built.roots)
+    """The V2 pipeline model is the registry's placeholder: its ``execute`` only raises (dflash_llama3's
+    says another pipeline runs the draft), and it built modules, none of them a class of the package
+    (module prefix ``own``: it built llama3's ``Llama3``)."""
+    import ast
+    import inspect
+    import textwrap
+
+    execute = getattr(type(built.pipeline_model), "execute", None)
+    try:
+        func = ast.parse(textwrap.dedent(inspect.getsource(execute))).body[0] if execute is not None else None
+    except (OSError, TypeError, SyntaxError):
+        func = None
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))] if isinstance(
+        func, ast.FunctionDef) else []
+    raises = len(body) == 1 and isinstance(body[0], ast.Raise)
+    return raises and bool(built.roots) and not any(type(c.module).__module__.startswith(own) for c in built.roots)
 
 
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,

@@ -536,9 +536,9 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
 
     What the pipeline model's ``initialize`` step gives (its ``finalize``, which
     needs the checkpoint and arch-specific arguments, is not run: the fields it
-    sets keep their defaults, except a field ``initialize`` left None that the
-    Hugging Face config has under the same name, ``rms_norm_eps``, which
-    ``finalize`` reads from there). ``encoding`` (a dtype name), else float32
+    sets keep their defaults, except a field ``initialize`` left None that
+    ``finalize`` reads from the Hugging Face config under the same name,
+    ``rms_norm_eps``: it gets that value). ``encoding`` (a dtype name), else float32
     when the class supports it.
     """
     import tempfile
@@ -550,11 +550,26 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
         model_dir, weights = checkpoint_dir(hf_config, Path(tmp))
         config = cls.initialize(pipeline_config(model_dir, weights, encoding, max_length),  # type: ignore[attr-defined]
                                 max_seq_len=max_length)
+    read = _finalize_reads(type(config))
     for name, has_default in (_field_defaults(type(config)) or {}).items():
         value = getattr(hf_config, name, None)
-        if has_default and getattr(config, name, 0) is None and isinstance(value, (int, float, str)):
+        if name in read and has_default and getattr(config, name, 0) is None and isinstance(value, (int, float, str)):
             setattr(config, name, value)
     return config
+
+
+def _finalize_reads(cls: type) -> set[str]:
+    """The Hugging Face config fields ``cls.finalize`` reads (``huggingface_config.rms_norm_eps``)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.finalize)))  # type: ignore[attr-defined]
+    except (AttributeError, OSError, TypeError, SyntaxError):
+        return set()
+    return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and _HF_RECEIVER.fullmatch(n.value.id)}
 
 
 #: Receivers whose attribute reads are Hugging Face config reads (``huggingface_config.X``,
