@@ -333,7 +333,7 @@ _MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
 _DTYPE_OF = re.compile(r"\bdtype \S+ checkpoint \S+ vs V3 \S+ of an? (\w+)(?: \((\w+)\))?")
 #: an L3 failure of weight names (V3 parameters the V2 checkpoint has no tensor for, or the reverse)
-_WEIGHT_NAMES = re.compile(r"no V2 weight accounts for|\b\d+ (?:unexpected|missing)\b")
+_WEIGHT_NAMES = re.compile(r"no V2 weight accounts for|\b\d+ (?:unexpected|missing)\b|weight issues \(e\.g\. (?:missing|unexpected)\b")
 #: a TODO that says the V3 parameter names (checkpoint keys) may differ from V2's
 _NAMES_MAY_DIFFER = re.compile(r"TODO\(migrate-v3\): (?:MV301 [^\n]*\bparameter names\b|MV36[12] )")
 

@@ -891,6 +891,9 @@ class LayerConstructors(Codemod):
                 self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
             elif v3 not in new and not factory and not self.in_partial:
                 self.todo("MV342", f"{v3_name}: {why}")
+        for v3, why in spec.key_changes.items():
+            if v3 in new and _literal(source(new[v3].value)) != _literal("False"):
+                self.todo("MV362", f"{v3_name}({v3}=...): {why}")
         if (
             spec.caveat
             and not factory

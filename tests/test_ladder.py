@@ -104,6 +104,10 @@ def test_an_l3_failure_of_weight_names_is_flagged_by_a_todo_that_says_the_names_
     assert ladder.flagged("", {}, "Text: V2 4 weights vs V3 4 parameters: 2 unexpected (e.g. ...)", pkg) == "TODO"
     (pkg / "text.py").write_text("# TODO(migrate-v3): MV342 RMSNorm(dtype=x) dropped\n")
     assert ladder.flagged("", {}, detail, pkg) == ""
+    roots = "Draft: 8 weight issues (e.g. missing layers.0.self_attn.k_norm_weight)"  # (a package root's L3)
+    assert ladder.flagged("", {}, roots, pkg) == ""
+    (pkg / "text.py").write_text("# TODO(migrate-v3): MV362 AttentionWithRope(use_qk_norm=...): V3 holds ...\n")
+    assert ladder.flagged("", {}, roots, pkg) == "TODO"
 
 
 @pytest.mark.needs_max

@@ -52,6 +52,9 @@ class LayerSpec:
     fill: dict[str, tuple[str, tuple[str, str], str]] = field(default_factory=dict)
     #: A note attached as a TODO to every rewritten call (behaviour that differs).
     caveat: str | None = None
+    #: V3 argument → why the checkpoint keys change when a call passes it (anything but ``False``):
+    #: an MV362 TODO there (the layer's weights live under other names than V2's)
+    key_changes: dict[str, str] = field(default_factory=dict)
     #: For a subclass's spec (``subclass_spec``): the library layer whose calls its calls are.
     like: str | None = None
 
@@ -411,6 +414,8 @@ LAYERS: dict[str, LayerSpec] = {
                 "_fuse_rope_and_store": "True",
             },
             required={"layer_idx": "layer_idx= moves to the V3 constructor (V2 passed it at call time)"},
+            key_changes={"use_qk_norm": "V3 holds the q/k norm weights as q_norm_weight, k_norm_weight (V2's RMSNorm "
+                         "children: q_norm.weight, k_norm.weight): rename those checkpoint keys in the weight adapter"},
             caveat="V3 AttentionWithRope.forward(x, kv_collection, input_row_offsets=...) "
             "takes no layer_idx/freqs_cis: update the call site",
         ),
