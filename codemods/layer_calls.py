@@ -31,7 +31,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from codemods.args import self_attr, source
+from codemods.args import relayout, self_attr, source
 from codemods.base import (
     TODO_PREFIX,
     Codemod,
@@ -144,7 +144,7 @@ class LayerCalls(Codemod):
     def _sibling_called(self, func: cst.BaseExpression) -> str | None:
         """The ``call_drops`` class of the module ``func`` calls: ``self.X`` or a loop's variable."""
         if isinstance(func, cst.Name):
-            return next((cls for loop in reversed(self.loops) if loop for var, cls in [loop] if var == func.value), None)
+            return next((loop[1] for loop in reversed(self.loops) if loop is not None and loop[0] == func.value), None)
         return self.siblings[-1].get(self_attr(func) or "") if self.siblings else None
 
     def _drop_no_data(self, original: cst.Call, updated: cst.Call, cls: str) -> cst.Call:
@@ -156,9 +156,7 @@ class LayerCalls(Codemod):
             return updated
         self.rewrote(original, "MV342", f"V3 {cls}.forward takes no {', '.join(sorted(gone))}")
         kept = [a for a in updated.args if all(a is not d for d in dropped)]
-        if kept:
-            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(args=kept)
+        return updated.with_changes(args=relayout(updated.args, kept))
 
     def _layer_built(self, func: cst.BaseExpression) -> str | None:
         """The ``CALL_DROPS`` layer a constructor call builds: a max layer, or a sibling's subclass

@@ -481,6 +481,8 @@ class ClassFacts:
     helper_assigns: set[int] = field(default_factory=set)
     #: the statements of a per-device clone list built by hand (``clone_loop``): dropped (ids)
     clone_statements: set[int] = field(default_factory=set)
+    #: of those, each loop (id) → the attribute its clones went into
+    clone_loops: dict[int, str] = field(default_factory=dict)
 
 
 def _stacked_children(call: cst.Call) -> list[str] | None:
@@ -613,7 +615,7 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
 def clone_loop(func: cst.FunctionDef, loop: cst.For, facts: ClassFacts) -> None:
     """A per-device clone list built by hand → an alias of the one module (its statements dropped)::
 
-        w_shards = self.norm.weight.shard(devices)          # (and the bias's, maybe under an if)
+        w_shards = self.norm.weight.shard(devices)   # (the bias's too, maybe in a conditional expression)
         self.norm_list = []
         for device, w, b in zip(devices, w_shards, b_shards):
             ln = LayerNorm(...); ln.weight = w; ...
@@ -651,17 +653,18 @@ def clone_loop(func: cst.FunctionDef, loop: cst.For, facts: ClassFacts) -> None:
                    and (m := _module_of_part(c.func.value)) is not None}
         if target is not None and len(modules) == 1:
             shards[target] = (id(small), modules.pop())
-    reads = [n.value for n in nodes_of(func.body, (cst.Name,)) if isinstance(n, cst.Name)]
-    if any(reads.count(n) > 2 for n in lists if n in shards):
-        return  # (a shard list another statement reads too: it stays, and so does the loop)
     zipped = [shards[n] for n in lists if n in shards]
     modules = {m for _, m in zipped}
     others = [n for n in lists if n not in shards]
     if start is None or len(modules) != 1 or len(others) > 1 or any(n is None or n.rsplit(".", 1)[-1] != "devices"
                                                                        for n in others):
         return
+    reads = [n.value for n in nodes_of(func.body, (cst.Name,)) if isinstance(n, cst.Name)]
+    if any(reads.count(n) > 2 for n in lists if n in shards):
+        return  # (a shard list another statement reads too: it stays, and so does the loop)
     facts.aliases[attr] = modules.pop()
     facts.clone_statements.update({start, id(loop), *(i for i, _ in zipped)})
+    facts.clone_loops[id(loop)] = attr
 
 
 def _module_of_part(node: cst.BaseExpression) -> str | None:

@@ -573,9 +573,9 @@ class Sharding(Codemod):
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.BaseStatement | cst.RemovalSentinel:
         cls = self._cls()
-        if cls is None or self._in_dropped() or id(original) not in cls.facts.clone_statements:
+        if cls is None or self._in_dropped() or id(original) not in cls.facts.clone_loops:
             return updated
-        alias = next(a for a, m in cls.facts.aliases.items() if f"self.{a}.append" in source(original.body))
+        alias = cls.facts.clone_loops[id(original)]
         self.rewrote(original, "MV390", f"per-device clones of self.{cls.facts.aliases[alias]} built by hand "
                      f"(self.{alias}): V3 runs the one module on distributed Tensors")
         return cst.RemovalSentinel.REMOVE

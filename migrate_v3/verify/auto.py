@@ -347,12 +347,12 @@ def _delegate(module: Any) -> tuple[str, Any] | None:
     """``(attribute, child)`` of the first ``self.<attribute>(...)`` call in ``__call__`` whose
     positional arguments begin with every required parameter, in order; None if there is none."""
     import ast
-    import textwrap
+
+    from migrate_v3.verify.pysource import parsed
 
     call = type(module).__call__
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(call)))
-    except (OSError, TypeError, SyntaxError):
+    tree = parsed(call)
+    if tree is None:
         return None
     required = [p.name for p in list(inspect.signature(call).parameters.values())[1:]
                 if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]

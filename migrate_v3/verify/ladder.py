@@ -304,14 +304,12 @@ def _placeholder(built: archbuild.Built, own: str) -> bool:
     says another pipeline runs the draft), and it built modules, none of them a class of the package
     (module prefix ``own``: it built llama3's ``Llama3``)."""
     import ast
-    import inspect
-    import textwrap
+
+    from migrate_v3.verify.pysource import parsed
 
     execute = getattr(type(built.pipeline_model), "execute", None)
-    try:
-        func = ast.parse(textwrap.dedent(inspect.getsource(execute))).body[0] if execute is not None else None
-    except (OSError, TypeError, SyntaxError):
-        func = None
+    tree = parsed(execute) if execute is not None else None
+    func = tree.body[0] if tree is not None and tree.body else None
     body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))] if isinstance(
         func, ast.FunctionDef) else []
     raises = len(body) == 1 and isinstance(body[0], ast.Raise)

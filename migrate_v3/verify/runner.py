@@ -96,15 +96,14 @@ def package_roots(classes: dict[str, type]) -> list[str]:
     The package's top models: a verdict that did not compare them verified the parts only.
     """
     import ast
-    import inspect
-    import textwrap
+
+    from migrate_v3.verify.pysource import parsed
 
     used: set[str] = set()
     for name, cls in classes.items():
         used.update(b.__name__ for b in cls.__mro__[1:] if b.__name__ in classes)
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        except (OSError, TypeError, SyntaxError):
+        tree = parsed(cls)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):

@@ -561,12 +561,12 @@ def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str |
 def _finalize_reads(cls: type) -> set[str]:
     """The Hugging Face config fields ``cls.finalize`` reads (``huggingface_config.rms_norm_eps``)."""
     import ast
-    import inspect
-    import textwrap
 
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.finalize)))  # type: ignore[attr-defined]
-    except (AttributeError, OSError, TypeError, SyntaxError):
+    from migrate_v3.verify.pysource import parsed
+
+    finalize = getattr(cls, "finalize", None)
+    tree = parsed(finalize) if finalize is not None else None
+    if tree is None:
         return set()
     return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
             and _HF_RECEIVER.fullmatch(n.value.id)}
