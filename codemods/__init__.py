@@ -17,6 +17,7 @@ from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies, SiblingCalls
 from codemods.graph_compile import GraphCompile
+from codemods.identical_branches import IdenticalBranches
 from codemods.import_order import ImportOrder, NeutralImportOrder
 from codemods.imports import Imports
 from codemods.keyword_dicts import KeywordDicts
@@ -57,6 +58,7 @@ ORDER: list[type[Codemod]] = [
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
     DeadLocals,  # clean-up: locals and function-level imports only the dropped V2 arguments used
+    IdenticalBranches,  # MV391 clean-up: an if/else whose branches the rewrites made equal → one branch
     ShardingClasses,  # MV390: a class's sharding_strategy setter / shard() → placements in __init__
     SelfImports,  # MV301: absolute imports of the package itself → relative
     Dependencies,  # MV301: sibling V2 packages → their _modulev3 variants
