@@ -483,6 +483,15 @@ class ClassFacts:
     clone_statements: set[int] = field(default_factory=set)
     #: of those, each loop (id) → the attribute its clones went into
     clone_loops: dict[int, str] = field(default_factory=dict)
+    #: ``self.<a> = [L[i].shard(devices) for i in ...]`` (each module's clone list) → the module list
+    #: attribute ``L`` is (``self.<a>[k]`` reads ``self.<b>[k]``)
+    clone_lists: dict[str, str] = field(default_factory=dict)
+    #: ``self`` attributes holding a list of V2 ``Allreduce``s
+    allreduce_lists: set[str] = field(default_factory=set)
+
+    def per_device(self) -> bool:
+        """The class holds per-device clones or Allreduces (its calls take per-device lists)."""
+        return bool(self.aliases or self.allreduces or self.clone_lists or self.allreduce_lists)
 
 
 def _stacked_children(call: cst.Call) -> list[str] | None:
@@ -602,7 +611,10 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             if found is None:
                 continue
             target, module = dotted(found[0]), shard_call(found[1])
-            if target is None or module is None or not target.startswith("self.") or target.count(".") != 1:
+            if target is None or not target.startswith("self.") or target.count(".") != 1:
+                continue
+            if module is None:
+                _list_facts(target[5:], found[1], bound, qualname, facts)
                 continue
             source = dotted(module)
             if source is not None and source.startswith("self.") and source.count(".") == 1:
@@ -610,6 +622,27 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             elif source is not None and source in bound:
                 facts.aliases[target[5:]] = bound[source]
     return facts
+
+
+def _list_facts(attr: str, value: cst.BaseExpression, bound: dict[str, str], qualname: Qualname, facts: ClassFacts) -> None:
+    """``self.<attr> = [L[i].shard(devices) for i in ...]`` (``L`` the module list ``self.<b>`` holds)
+    → ``clone_lists``; ``self.<attr> = [Allreduce(...) for _ in ...]`` → ``allreduce_lists``."""
+    if not isinstance(value, cst.ListComp) or value.for_in.inner_for_in is not None or value.for_in.ifs:
+        return
+    elt, index = value.elt, value.for_in.target
+    module = shard_call(elt)
+    if (
+        isinstance(module, cst.Subscript) and isinstance(index, cst.Name) and len(module.slice) == 1
+        and isinstance(module.slice[0].slice, cst.Index) and dotted(module.slice[0].slice.value) == index.value
+    ):
+        source = dotted(module.value) or ""
+        held = source[5:] if source.startswith("self.") and source.count(".") == 1 else bound.get(source)
+        if held is not None:
+            facts.clone_lists[attr] = held
+    elif isinstance(elt, cst.Call) and (dotted(elt.func) or "").rsplit(".", 1)[-1] == "Allreduce" and (
+        qualname(elt.func) or ""
+    ).startswith("max.nn"):
+        facts.allreduce_lists.add(attr)
 
 
 def clone_loop(func: cst.FunctionDef, loop: cst.For, facts: ClassFacts) -> None:

@@ -235,6 +235,7 @@ class Sharding(Codemod):
         self._reads: list[tuple[int, bool]] = []  # per simple statement: it reads a clone list
         self._targets = 0  # depth inside assignment targets
         self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
+        self._allreduce_locals: list[set[str]] = []  # per function: names bound to an entry of an Allreduce list
         self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
         self._broadcast_done = False  # this statement's distributed_broadcast became a transfer
         self._helpers: dict[str, ShardHelper] = {}
@@ -271,6 +272,7 @@ class Sharding(Codemod):
         local = local_strategies(node, self.qualname)
         self._funcs.append((node, local, dropped))
         self._per_device.append(per_device_params(node))
+        self._allreduce_locals.append(set())
         self._placeable.append(node.name.value == "__init__" and cls is not None and self._rows_bias_free(node, cls, local))
 
     def _rows_bias_free(self, func: cst.FunctionDef, cls: _ClassState, local: dict[str, str]) -> bool:
@@ -296,8 +298,9 @@ class Sharding(Codemod):
         self._funcs.pop()
         self._placeable.pop()
         self._per_device.pop()
+        self._allreduce_locals.pop()
         cls = self._cls()
-        if cls is None or original.name.value != "__call__" or not (cls.facts.aliases or cls.facts.allreduces):
+        if cls is None or original.name.value != "__call__" or not cls.facts.per_device():
             return updated
         params = one_per_device(updated.params)
         returns = updated.returns
@@ -393,6 +396,12 @@ class Sharding(Codemod):
             return self._strategy_statement(original, updated, *found)
         if cls is None or not isinstance(small, cst.Assign | cst.AnnAssign):
             return updated
+        local = self._allreduce_entry(cls, small)
+        if local is not None:
+            self._allreduce_locals[-1].add(local)
+            self._clear_own_todos()
+            self.rewrote(original, "MV391", "an entry of an Allreduce list: V3 reduces a Partial result by a Replicated transfer")
+            return cst.RemovalSentinel.REMOVE
         target = dotted(small.targets[0].target) if isinstance(small, cst.Assign) else dotted(small.target)
         if target is None or not target.startswith("self.") or target.count(".") != 1:
             return updated
@@ -402,6 +411,15 @@ class Sharding(Codemod):
             self._clear_own_todos()
             self.rewrote(original, "MV390", f"self.{attr}: V3 runs the one module self.{cls.facts.aliases[attr]} "
                          "on distributed Tensors (no per-device clones)")
+            return cst.RemovalSentinel.REMOVE
+        if attr in cls.facts.clone_lists:
+            self._clear_own_todos()
+            self.rewrote(original, "MV390", f"self.{attr}: V3 runs each module of self.{cls.facts.clone_lists[attr]} "
+                         "on distributed Tensors (no per-device clones)")
+            return cst.RemovalSentinel.REMOVE
+        if attr in cls.facts.allreduce_lists:
+            self._clear_own_todos()
+            self.rewrote(original, "MV391", "a list of Allreduces: V3 reduces a Partial result by a Replicated transfer")
             return cst.RemovalSentinel.REMOVE
         if isinstance(small, cst.Assign) and attr in cls.facts.allreduces:
             self._clear_own_todos()
@@ -512,6 +530,23 @@ class Sharding(Codemod):
         self._distributed.add(id(original))
         return _expr(f"F.allgather({source(positional[0].value)}, tensor_axis={axis})")
 
+    def _allreduce_entry(self, cls: _ClassState, small: cst.Assign | cst.AnnAssign) -> str | None:
+        """``name = self.<allreduce list>[k]`` → ``name``."""
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        value = small.value
+        if isinstance(value, cst.Subscript) and _self_attribute(value.value) in cls.facts.allreduce_lists:
+            return small.targets[0].target.value
+        return None
+
+    def _is_allreduce(self, cls: _ClassState, func: cst.BaseExpression) -> bool:
+        """``self.<Allreduce>``, ``self.<Allreduce list>[k]`` or a local bound to such an entry."""
+        if isinstance(func, cst.Name):
+            return any(func.value in names for names in self._allreduce_locals)
+        if isinstance(func, cst.Subscript):
+            return _self_attribute(func.value) in cls.facts.allreduce_lists
+        return _self_attribute(func) in cls.facts.allreduces
+
     def _alias(self, cls: _ClassState, node: cst.BaseExpression) -> str | None:
         name = dotted(node)
         if name is not None and name.startswith("self.") and name.count(".") == 1:
@@ -540,8 +575,7 @@ class Sharding(Codemod):
             ]
             self.rewrote(original, "MV390", "a clone list passed on: V3 passes the one module")
             return updated.with_changes(args=args)
-        name = dotted(original.func)
-        if name is not None and name.startswith("self.") and name[5:] in cls.facts.allreduces and updated.args:
+        if self._is_allreduce(cls, original.func) and updated.args:
             value = updated.args[0].value
             if isinstance(value, cst.Name):
                 self.state.needed_imports.update(_REPLICATED_IMPORTS)
@@ -573,7 +607,12 @@ class Sharding(Codemod):
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.BaseStatement | cst.RemovalSentinel:
         cls = self._cls()
-        if cls is None or self._in_dropped() or id(original) not in cls.facts.clone_loops:
+        if cls is None or self._in_dropped():
+            return updated
+        if _emptied(original.body, updated.body) and original.orelse is None and _counting(original.iter):
+            self.rewrote(original, "MV390", "a loop that only set strategies, with nothing left in it")
+            return cst.RemovalSentinel.REMOVE
+        if id(original) not in cls.facts.clone_loops:
             return updated
         alias = cls.facts.clone_loops[id(original)]
         self.rewrote(original, "MV390", f"per-device clones of self.{cls.facts.aliases[alias]} built by hand "
@@ -588,11 +627,15 @@ class Sharding(Codemod):
         if module is not None:
             self.rewrote(original, "MV390", f"one device's clone: V3 has the one module self.{module}")
             return _expr(f"self.{module}")
+        listed = cls.facts.clone_lists.get(_self_attribute(original.value) or "")
+        if listed is not None:
+            self.rewrote(original, "MV390", f"one module's clone list: V3 has the module itself, in self.{listed}")
+            return updated.with_changes(value=_expr(f"self.{listed}"))
         return updated
 
     def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
         cls = self._cls()
-        if cls is None or self._in_dropped() or not (cls.facts.aliases or cls.facts.allreduces):
+        if cls is None or self._in_dropped() or not cls.facts.per_device():
             return updated
         comp = updated.for_in
         if comp.inner_for_in is not None or comp.ifs:
@@ -806,8 +849,25 @@ def _emptied(original: cst.BaseSuite, updated: cst.BaseSuite) -> bool:
     return original is not updated and _pass_only(updated) and not _pass_only(original)
 
 
+def _self_attribute(expr: cst.BaseExpression) -> str | None:
+    """``self.<attr>`` → ``attr``."""
+    name = dotted(expr)
+    return name[5:] if name is not None and name.startswith("self.") and name.count(".") == 1 else None
+
+
 def _calls(expr: cst.BaseExpression) -> bool:
     return bool(nodes_of(expr, (cst.Call, cst.NamedExpr)))
+
+
+#: builtins a loop may iterate through with no side effects
+_COUNTING_CALLS = frozenset({"range", "len", "enumerate", "zip"})
+
+
+def _counting(expr: cst.BaseExpression) -> bool:
+    """No call but ``range``/``len``/``enumerate``/``zip`` (a loop over it can go when its body did)."""
+    if nodes_of(expr, (cst.NamedExpr,)):
+        return False
+    return all(isinstance(c, cst.Call) and (dotted(c.func) or "") in _COUNTING_CALLS for c in nodes_of(expr, (cst.Call,)))
 
 
 class ShardingClasses(Codemod):
