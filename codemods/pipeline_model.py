@@ -49,6 +49,10 @@ _BASES = {
     "MultiGraphPipelineModelWithKVCache": "ModuleV3MultiGraphPipelineModelWithKVCache",
 }
 _HOME = "max.pipelines.lib"
+#: V3 bases whose ``__init__`` takes V2's trailing positional parameters as keywords only
+_KEYWORD_TAIL = {"ModuleV3PipelineModelWithKVCache": ("adapter", "return_logits")}
+#: the positional parameters every pipeline base takes first (pipeline_config ... weights)
+_V3_POSITIONAL = 5
 #: the V3 base of a two-tower (vision + language) model, see ``codemods.pipeline_towers``
 _MULTI = "ModuleV3MultiGraphPipelineModelWithKVCache"
 #: the names of sibling V2 pipeline bases ``Dependencies`` may import as a V3 pipeline model
@@ -188,6 +192,8 @@ class PipelineModels(Codemod):
         self.rewritten = True
         kv = v2_name != "PipelineModel"
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
+        if v3_base in _KEYWORD_TAIL:
+            body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base]) for s in body]
         if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
             body.append(self._default_dtype())
             self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
@@ -261,6 +267,29 @@ class PipelineModels(Codemod):
         self.rewrote(original, "MV383", f"{original.name.value}({base}): the V3 base builds what _instantiate_module returns")
         new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _keyword_tail(self, stmt: cst.BaseStatement, names: tuple[str, ...]) -> cst.BaseStatement:
+        """``super().__init__(cfg, session, devices, kv, weights, adapter, ...)`` in ``__init__``: the
+        V2 base's positional ``adapter``/``return_logits`` are keyword-only on the V3 KV base."""
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__" and isinstance(stmt.body, cst.IndentedBlock)):
+            return stmt
+        body = list(stmt.body.body)
+        for i, line in enumerate(body):
+            small = _small(line)
+            call = small.value if isinstance(small, cst.Expr) else None
+            if not (isinstance(call, cst.Call) and source(call.func) == "super().__init__") or any(a.star for a in call.args):
+                continue
+            positional = [a for a in call.args if a.keyword is None]
+            tail = positional[_V3_POSITIONAL:]
+            if not tail or len(tail) > len(names):
+                continue
+            renamed = {id(a): name for a, name in zip(tail, names, strict=False)}
+            args = [a.with_changes(keyword=cst.Name(renamed[id(a)]), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))) if id(a) in renamed else a
+                for a in call.args]
+            body[i] = line.with_changes(body=[small.with_changes(value=call.with_changes(args=args))])  # type: ignore[union-attr]
+            self.rewrote(line, "MV383", f"super().__init__: {', '.join(renamed.values())} keyword-only on the V3 base")
+        return stmt.with_changes(body=stmt.body.with_changes(body=body))
 
     def _default_dtype(self) -> cst.BaseStatement:
         """``_module_default_dtype`` reading the config's ``dtype`` only when it has one: the V3 KV
