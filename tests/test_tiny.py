@@ -582,3 +582,168 @@ def test_an_arch_config_field_initialize_leaves_none_takes_the_hugging_face_valu
     hf = tiny.tiny_hf_config("llama")
     config = tiny.arch_config(Llama3Config, hf)
     assert config.rms_norm_eps == hf.rms_norm_eps is not None
+
+
+def test_a_zero_width_is_not_widened_to_whole_fp8_blocks() -> None:
+    """glm5_next is NoPE (``if self.qk_rope_head_dim != 0: raise``): fill_reads made it 0, and the
+    FP8 widths must not make it 64 again. Zero is a part the model has none of (and no blocks)."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(hidden_size=64, qk_rope_head_dim=0)
+    done = tiny.widen(config, tiny.FP8_WIDTHS)
+    assert config.qk_rope_head_dim == 0 and config.hidden_size == 128
+    assert done == ["hidden_size=128"]
+
+
+def test_fill_config_takes_a_field_the_hugging_face_config_gives_under_another_name() -> None:
+    """transformers 5 keeps ``rope_scaling`` as a property over ``rope_parameters``, which
+    ``to_dict()`` leaves out: eagle_common's draft config (``rope_scaling: dict | None = None``)
+    got None and its V2 draft refused to build a yarn RoPE. ``attribute_map`` names count too."""
+    @dataclasses.dataclass
+    class Draft:
+        hidden_size: int
+        rope_scaling: dict | None = None  # type: ignore[type-arg]
+        num_local_experts: int | None = None
+
+    hf = tiny.tiny_hf_config("deepseek_v3")
+    assert "rope_scaling" not in hf.to_dict() and "num_local_experts" not in hf.to_dict()
+    made = tiny.fill_config(Draft, hf)
+    assert made.rope_scaling == hf.rope_parameters and "rope_theta" in made.rope_scaling
+    assert made.num_local_experts == hf.n_routed_experts
+    made.rope_scaling["rope_theta"] = -1.0
+    assert hf.rope_parameters["rope_theta"] != -1.0  # a copy: the tiny config is not changed through it
+
+
+_FLAGS_CODE = '''
+def _get(obj, name, default=None):
+    return getattr(obj, name, default)
+
+
+def from_config(huggingface_config):
+    cfg = huggingface_config
+    if not bool(_get(cfg, "attention_k_eq_v")):
+        raise ValueError("needs k == v")
+    if bool(_get(cfg, "enable_moe_block", False)):
+        raise ValueError("no MoE")
+    if int(_get(cfg, "hidden_size_per_layer_input", 0)) != 0:
+        raise ValueError("no per-layer inputs")
+    if _get(cfg, "hidden_size") != 7:
+        raise ValueError("not a config requirement: a number other than 0")
+    kinds = list(_get(cfg, "layer_types") or [])
+    if any(kind != "full_attention" for kind in kinds):
+        raise ValueError("full attention only")
+    return int(_get(cfg, "max_position_embeddings"))
+
+
+def build(llm_config):
+    if llm_config.tie_word_embeddings:
+        raise ValueError("tied embeddings unsupported")
+'''
+
+
+def test_what_the_code_refuses_through_a_helper_read_a_flag_or_a_list_is_read_as_required(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """unified_dspark_gemma4_12b reads its checkpoint through ``_get(cfg, "x", default)`` and refuses
+    flags and lists (internvl: ``if llm_config.tie_word_embeddings: raise``): each is a requirement."""
+    reads = tiny.package_reads(_package(tmp_path, "flags", {"draft.py": _FLAGS_CODE}))
+    assert reads.required == {"attention_k_eq_v": True, "enable_moe_block": False, "hidden_size_per_layer_input": 0,
+                              "layer_types": tiny.Each("full_attention"), "tie_word_embeddings": False}
+    assert "max_position_embeddings" in reads.numbers and "hidden_size" not in reads.numbers
+
+
+def test_fill_reads_sets_a_required_flag_and_every_entry_of_a_required_list(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reads = tiny.package_reads(_package(tmp_path, "flags", {"draft.py": _FLAGS_CODE}))
+    config = tiny.tiny_hf_config("gemma3")
+    text = config.text_config
+    text.attention_k_eq_v, text.enable_moe_block, text.hidden_size_per_layer_input = False, True, 256
+    text.tie_word_embeddings = True
+    assert len(set(text.layer_types)) == 2  # sliding + full
+    done = tiny.fill_reads(config, reads)
+    assert (text.attention_k_eq_v, text.enable_moe_block, text.hidden_size_per_layer_input) == (True, False, 0)
+    assert text.layer_types == ["full_attention"] * text.num_hidden_layers and not text.tie_word_embeddings
+    assert "text_config.layer_types=['full_attention', 'full_attention']" in done
+    assert text.hidden_size == 64  # (only a zero is a number the code requires)
+
+
+def test_a_field_read_with_a_default_the_code_then_raises_without_is_not_optional(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``max_pos = getattr(hf, "max_position_embeddings", None)`` then ``assert max_pos is not None``
+    (or ``if max_pos is None: raise``): a default that is no value, so the field is filled."""
+    code = ('def a(huggingface_config):\n    max_pos = getattr(huggingface_config, "max_position_embeddings", None)\n'
+            '    assert max_pos is not None, "missing"\n    return max_pos\n\n'
+            'def b(hf_config):\n    w = getattr(hf_config, "sliding_window", None)\n    if w is None:\n'
+            '        raise ValueError("missing")\n\n'
+            'def c(hf_config):\n    return getattr(hf_config, "num_experts", None)\n')
+    reads = tiny.package_reads(_package(tmp_path, "needs", {"m.py": code}))
+    assert reads.needed == {"max_position_embeddings", "sliding_window"}
+    assert "num_experts" in reads.optional  # (None there means a dense model: optional still)
+    assert not {"max_position_embeddings", "sliding_window"} & reads.optional
+    config = tiny.tiny_hf_config("gemma3")
+    assert not hasattr(config, "max_position_embeddings")  # composite: the text tower has it
+    tiny.fill_reads(config, reads)
+    assert config.max_position_embeddings == config.text_config.max_position_embeddings
+
+
+def test_a_sub_configs_none_is_no_value_for_a_field_the_code_reads_as_a_number(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``int(_get(cfg, "num_global_key_value_heads"))`` on the top level of gemma4's composite config,
+    whose text tower holds None: the top level takes the package's own default, not None."""
+    code = ('from dataclasses import dataclass\n\n@dataclass\nclass C:\n    num_global_key_value_heads: int = 2\n\n'
+            'def f(huggingface_config):\n    return int(getattr(huggingface_config, "num_global_key_value_heads"))\n'
+            'def g(huggingface_config):\n    return huggingface_config.final_logit_softcapping\n')
+    reads = tiny.package_reads(_package(tmp_path, "numbers", {"m.py": code}))
+    config = tiny.tiny_hf_config("gemma4")
+    assert config.text_config.num_global_key_value_heads is None
+    config.text_config.final_logit_softcapping = None
+    tiny.fill_reads(config, reads)
+    assert config.num_global_key_value_heads == 2
+    assert config.final_logit_softcapping is None  # (not read as a number: the tower's None is its value)
+
+
+@pytest.mark.needs_max
+def test_the_speculative_token_count_is_what_the_architecture_says_its_checkpoint_drafts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A DSpark draft drafts at every slot of its trained block (``block_size`` 3, not 2 + 1): the
+    architecture says so through ``checkpoint_draft_width``, asked as ``PipelineConfig.from_args``
+    asks it (no count set); a fused package registers it on its draft's entry of the same model."""
+    import sys
+    import types
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    model_dir, weights = tiny.checkpoint_dir(tiny.tiny_hf_config("llama", ["LlamaForCausalLM"]), tmp_path)
+    asked: list[Any] = []
+
+    def width(speculative: Any, target: Any, draft: Any) -> int:
+        asked.append((speculative.num_speculative_tokens, target.vocab_size, draft.vocab_size))
+        return 3
+
+    assert tiny.pipeline_config(model_dir, weights, "float32", speculative="dspark").speculative.draft_width == 2
+    made = tiny.pipeline_config(model_dir, weights, "float32", speculative="dspark", draft_width=width)
+    assert made.speculative.draft_width == 3 and asked == [(2, 256, 256)]
+
+    def refuses(speculative: Any, target: Any, draft: Any) -> int:
+        raise ValueError("--num-speculative-tokens=2 is not supported")  # (deepseekV4 on its tiny checkpoint)
+
+    kept = tiny.pipeline_config(model_dir, weights, "float32", speculative="dspark", draft_width=refuses)
+    assert kept.speculative.draft_width == tiny.SPECULATIVE_TOKENS
+
+    from max.pipelines.lib import SupportedArchitecture
+
+    model_module = types.ModuleType("fake_fused_pkg.model")
+    model = type("FusedModel", (), {"__module__": model_module.__name__})
+    arch = types.ModuleType("fake_fused_pkg.arch")
+
+    def entry(name: str, drafts: Any = None) -> Any:
+        made = SupportedArchitecture.__new__(SupportedArchitecture)
+        object.__setattr__(made, "__dict__", {"name": name, "pipeline_model": model, "checkpoint_draft_width": drafts})
+        return made
+
+    target, draft = entry("Target"), entry("Draft", width)
+    arch.target, arch.draft = target, draft  # type: ignore[attr-defined]
+    sys.modules[arch.__name__] = arch
+    try:
+        assert archbuild.draft_width(target) is width and archbuild.draft_width(draft) is width
+        assert archbuild.draft_width(entry("Alone")) is width  # (the same model: its package's draft entry)
+        other = entry("Other")
+        other.__dict__["pipeline_model"] = type("OtherModel", (), {"__module__": "elsewhere.model"})
+        assert archbuild.draft_width(other) is None
+    finally:
+        del sys.modules[arch.__name__]

@@ -35,6 +35,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -389,6 +390,22 @@ def arch_entries(module: ModuleType) -> list[Any]:
     return [v for v in vars(module).values() if isinstance(v, SupportedArchitecture)]
 
 
+def draft_width(entry: Any) -> Any:
+    """The ``checkpoint_draft_width`` of ``entry``, else of an entry its package's ``arch`` module
+    registers for the same pipeline model (a fused target + draft registers its draft too, and the
+    draft's entry says how many tokens the checkpoint drafts); None when none does."""
+    own = getattr(entry, "checkpoint_draft_width", None)
+    model = getattr(entry, "pipeline_model", None)
+    if own is not None or model is None:
+        return own
+    package = getattr(model, "__module__", "").rpartition(".")[0]
+    arch = sys.modules.get(f"{package}.arch") if package else None
+    for other in arch_entries(arch) if arch is not None else []:
+        if other.pipeline_model is model and other.checkpoint_draft_width is not None:
+            return other.checkpoint_draft_width
+    return None
+
+
 def encoding_for(entry: Any) -> str:
     """float32 when the architecture supports it (CPU kernels), else bfloat16, else its default."""
     supported = set(getattr(entry, "supported_encodings", ()) or ())
@@ -558,7 +575,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     try:
         pc = tiny.pipeline_config(checkpoint.model_dir, checkpoint.weights, checkpoint.encoding or encoding_for(entry),
                                   MAX_SEQ_LEN, accelerator, checkpoint.speculative, checkpoint.hf_config,
-                                  checkpoint.settings)
+                                  checkpoint.settings, draft_width(entry))
     except Exception as exc:  # noqa: BLE001 - reported as the failure
         out.failure = failure("pipeline config", exc, prefer)
         return out
@@ -612,7 +629,7 @@ def build(entry: Any, side: str, checkpoint: Checkpoint, prefixes: tuple[str, ..
     else:
         out.roots = roots_of(captures, side, _root_filter(prefixes))
     vars(pm).pop("_create_model_config", None)
-    out.model_config = configs[0] if configs else _model_config(pm)
+    out.model_config = configs[0] if configs else _model_config(pm, side, accelerator)
     out.arch_config = vars(pm).get("arch_config")
     return out
 
@@ -647,10 +664,13 @@ def _module_base(side: str) -> type:
     return V3Module
 
 
-def _model_config(pm: Any) -> Any:
-    """The model config a pipeline model whose load path never made one makes now, if it can."""
+def _model_config(pm: Any, side: str, accelerator: bool) -> Any:
+    """The model config a pipeline model whose load path never made one makes now, if it can
+    (in the side's scope: a V3 ``_create_model_config`` that also builds the model builds it
+    under ``F.lazy()``, not by compiling random initializers)."""
     try:
-        return pm._create_model_config({})
+        with _scope(side, [], accelerator=accelerator):
+            return pm._create_model_config({})
     except Exception:  # noqa: BLE001 - replay falls back to the V2 config
         return None
 

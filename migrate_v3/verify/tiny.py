@@ -324,11 +324,14 @@ def restore_sub_configs(loaded: Any, written: Any) -> list[str]:
 
 def widen(config: Any, widths: Mapping[str, int]) -> list[str]:
     """Set each of ``widths`` that ``config`` or one of its sub-configs has (``text_config``);
-    the ``path=value``s set."""
+    the ``path=value``s set. A width of 0 stays 0: a part the model has none of (a NoPE model's
+    ``qk_rope_head_dim``, which its code may refuse unless zero, :attr:`ConfigReads.required`),
+    and already a whole number (none) of blocks."""
     done: list[str] = []
     for where, cfg in [("", config), *((f"{k}.", v) for k, v in _sub_configs(config).items())]:
         for name, value in widths.items():
-            if cfg is not None and isinstance(getattr(cfg, name, None), int) and getattr(cfg, name) != value:
+            current = getattr(cfg, name, None) if cfg is not None else None
+            if isinstance(current, int) and not isinstance(current, bool) and current != 0 and current != value:
                 setattr(cfg, name, value)
                 done.append(f"{where}{name}={value}")
     return done
@@ -355,9 +358,13 @@ def restore_numbers(loaded: Any, written: Any) -> list[str]:
     return done
 
 
+#: How many tokens a speculative draft proposes per step, unless the architecture says otherwise.
+SPECULATIVE_TOKENS = 2
+
+
 def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: int = 64,
                     accelerator: bool = False, speculative: str | None = None, hf_config: Any = None,
-                    settings: Mapping[str, Any] | None = None) -> Any:
+                    settings: Mapping[str, Any] | None = None, draft_width: Any = None) -> Any:
     """The ``PipelineConfig`` a pipeline model takes, for a local tiny checkpoint on CPU.
 
     ``accelerator``: the model's device spec says GPU 0 (the devices the
@@ -367,7 +374,11 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
     draft model is the same tiny checkpoint (what a fused target + draft
     architecture is configured from). ``hf_config``: the config ``config.json``
     was written from (:func:`restore_sub_configs`). ``settings``: ``section.field``
-    -> value set on the pipeline config's sections (:func:`asked_setting`).
+    -> value set on the pipeline config's sections (:func:`asked_setting`). ``draft_width``: the
+    architecture's ``checkpoint_draft_width`` (a checkpoint that fixes how many tokens its draft
+    proposes: a DSpark block): the speculative token count is what it says of the tiny checkpoint,
+    asked as ``PipelineConfig.from_args`` asks it, with :data:`SPECULATIVE_TOKENS` as the user's
+    count; that count when it gives none or refuses it.
 
     The model config is a real ``MAXModelConfig`` (it reads ``config.json``
     like any local model); the pipeline config around it is built with
@@ -390,9 +401,15 @@ def pipeline_config(model_dir: Path, weights: Path, encoding: str, max_length: i
     from max.pipelines.speculative.config import SpeculativeConfig
 
     draft = model.model_copy(deep=True)
+    asked = SpeculativeConfig(speculative_method=speculative, num_speculative_tokens=SPECULATIVE_TOKENS)
+    try:
+        width = draft_width(asked, model.huggingface_config, draft.huggingface_config) if callable(draft_width) else None
+    except Exception:  # noqa: BLE001 - a width it refuses: the count it is asked with (its load path says why)
+        width = None
     return PipelineConfig.model_construct(
         models=ModelManifest({"main": model, "draft": draft}),
-        speculative=SpeculativeConfig(speculative_method=speculative, num_speculative_tokens=2), **given,
+        speculative=SpeculativeConfig(speculative_method=speculative,
+                                      num_speculative_tokens=width or SPECULATIVE_TOKENS), **given,
     )
 
 
@@ -479,6 +496,7 @@ def fill_config(cls: type, hf_config: Any, extra: Mapping[str, Any] | None = Non
     if fields is None:
         raise TypeError(f"{cls.__name__} is neither a dataclass nor a pydantic model")
     source = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(hf_config)
+    source = {**_aliases(hf_config, [k for k in fields if k not in source]), **source}
     values = {k: v for k, v in {**source, **(extra or {})}.items() if k in fields}
     if "dtype" in values and isinstance(values["dtype"], str):
         values.pop("dtype")  # a torch dtype name, not a max DType
@@ -490,6 +508,26 @@ def fill_config(cls: type, hf_config: Any, extra: Mapping[str, Any] | None = Non
     if missing:
         raise TypeError(f"{cls.__name__}: no tiny value for required field(s) {', '.join(missing)}")
     return cls(**values)
+
+
+def _aliases(hf_config: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The values of ``names`` that ``hf_config`` gives under another name, which ``to_dict()``
+    leaves out: a property of its class (``transformers`` 5's ``rope_scaling`` is its
+    ``rope_parameters``) or an ``attribute_map`` entry (``num_local_experts``); None values left out.
+    What a pipeline model reading ``huggingface_config.rope_scaling`` gets."""
+    cls = type(hf_config)
+    mapped = getattr(cls, "attribute_map", None)
+    out: dict[str, Any] = {}
+    for name in names:
+        if not (isinstance(getattr(cls, name, None), property) or (isinstance(mapped, Mapping) and name in mapped)):
+            continue
+        try:
+            value = getattr(hf_config, name)
+        except Exception:  # noqa: BLE001 - a property that fails gives nothing
+            continue
+        if value is not None:
+            out[name] = copy.deepcopy(value)
+    return out
 
 
 #: required ``int`` fields of a config that a tiny checkpoint does not have, by how their name
@@ -629,8 +667,9 @@ class ConfigReads:
     keys: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: field name -> the one value the code accepts (``if rope_type != "yarn": raise``; an integer:
-    #: ``if self.qk_rope_head_dim != 0: raise``)
-    required: dict[str, str | int] = dataclasses.field(default_factory=dict)
+    #: ``if self.qk_rope_head_dim != 0: raise``; a flag: ``if bool(getattr(cfg, "moe", False)): raise``;
+    #: a list every entry of which must be one value: :class:`Each`)
+    required: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: fields the code also reads with its own default or only asks about (``getattr(hf, "X", 0)``,
     #: ``hasattr``): optional, never added (a dense model stays dense)
     optional: set[str] = dataclasses.field(default_factory=set)
@@ -649,6 +688,12 @@ class ConfigReads:
     #: field name -> the literal default the code reads it with (``getattr(hf, "x", [2, 2])``):
     #: what it assumes of a checkpoint without the field, used before :attr:`defaults`
     read_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: fields the code raises without, though it reads them with a default (``x = getattr(hf, "x", None)``
+    #: then ``if x is None: raise`` or ``assert x is not None``): not optional (:func:`package_reads`)
+    needed: set[str] = dataclasses.field(default_factory=set)
+    #: fields the code reads as a number with no default (``int(getattr(cfg, "x"))``, ``float(hf.x)``):
+    #: None is no value of theirs
+    numbers: set[str] = dataclasses.field(default_factory=set)
 
 
 def _receiver(node: Any, aliases: Mapping[str, str] | None = None) -> str | None:
@@ -672,6 +717,7 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
     import ast
 
     out = ConfigReads()
+    defaulted: dict[str, str] = {}  # field read with a default of the code's own -> its receiver kind
     for path in sources:
         try:
             tree = ast.parse(Path(path).read_text(encoding="utf-8"))
@@ -682,6 +728,16 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and (kind := _receiver(node.value)) is not None):
                 aliases[node.targets[0].id] = kind
+        bound: dict[str, str] = {}  # local name -> the config field it holds (``types = list(hf.layer_types)``)
+        ambiguous: set[str] = set()  # (a name bound to two fields in the file holds neither)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and (held := _field_read(node.value, aliases)) is not None):
+                if bound.get(node.targets[0].id, held) != held:
+                    ambiguous.add(node.targets[0].id)
+                bound[node.targets[0].id] = held
+        for name in ambiguous:
+            bound.pop(name)
         for node in tree.body:  # module constants naming a layer kind
             named, constant = ((node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1
                                else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
@@ -701,6 +757,9 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                         and isinstance(key.value, str)):
                     out.keys.setdefault(node.value.attr, set()).add(key.value)
             elif isinstance(node, ast.Call) and node.args:
+                if (isinstance(node.func, ast.Name) and node.func.id in ("int", "float") and len(node.args) == 1
+                        and (number := _numeric_read(node.args[0], aliases)) is not None):
+                    out.numbers.add(number)
                 kind = _receiver(node.args[0], aliases)
                 second = node.args[1] if len(node.args) > 1 else None
                 field_name = second.value if isinstance(second, ast.Constant) else None
@@ -709,6 +768,7 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                     continue
                 if called == "hasattr" or (called == "getattr" and len(node.args) > 2):
                     out.optional.add(field_name)  # the code only asks, or has its own default
+                    defaulted.setdefault(field_name, kind)
                     if called == "getattr":
                         found, value = _declared_default(node.args[2])
                         if found and value:  # (0, "", None: the code's "absent", not a value)
@@ -716,8 +776,12 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                     continue
                 out.attrs.setdefault(kind, set()).add(field_name)
             elif isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in node.body):
-                for name, value in _refused(node.test):
+                for name, value in _refused(node.test, aliases, bound):
                     out.required.setdefault(name, value)
+                if (absent := _refused_absent(node.test, aliases, bound)) is not None:
+                    out.needed.add(absent)
+            elif isinstance(node, ast.Assert) and (present := _asserted_present(node.test, aliases, bound)):
+                out.needed.add(present)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = node.args
                 positional = [*args.posonlyargs, *args.args]
@@ -738,29 +802,177 @@ def config_reads(sources: Iterable[Path]) -> ConfigReads:
                 if kind_of:
                     empty: Any = {"list": [], "Sequence": [], "tuple": [], "dict": {}, "Mapping": {}}[kind_of.group(1)]
                     out.empty.setdefault(node.target.id, empty)
+    for name in out.needed:  # read with a default that is no value: read as any field is
+        out.attrs.setdefault(defaulted.get(name, ""), set()).add(name)
     return out
 
 
-def _refused(test: Any) -> list[tuple[str, str | int]]:
+@dataclasses.dataclass(frozen=True)
+class Each:
+    """A required value of a list field: every entry this literal (``if any(t != "full_attention"
+    for t in layer_types): raise``)."""
+
+    entry: Any
+
+
+def _field_read(node: Any, aliases: Mapping[str, str] | None) -> str | None:
+    """The config field an expression reads as it is: ``hf.x``, ``helper(cfg, "x")`` (:func:`_call_read`),
+    either through ``list``/``tuple`` or ``or <default>``; None for anything else."""
+    import ast
+
+    while True:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            node = node.values[0]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple")
+              and len(node.args) == 1 and not node.keywords):
+            node = node.args[0]
+        else:
+            break
+    if isinstance(node, ast.Attribute) and _receiver(node.value, aliases) is not None:
+        return node.attr
+    read = _call_read(node, aliases)
+    return read[0] if read else None
+
+
+def _refused_entries(term: Any, aliases: Mapping[str, str] | None,
+                     bound: Mapping[str, str] | None) -> tuple[str, Each] | None:
+    """``(field, Each(literal))`` of a raising ``any(v != "literal" for v in field)`` (or
+    ``not all(v == "literal" ...)``), the field read directly or through a local bound to its read."""
+    import ast
+
+    negated = isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not)
+    call = term.operand if negated else term
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id == ("all" if negated else "any") and len(call.args) == 1
+            and isinstance(gen := call.args[0], ast.GeneratorExp) and len(gen.generators) == 1):
+        return None
+    loop = gen.generators[0]
+    test = gen.elt
+    if not (isinstance(loop.target, ast.Name) and not loop.ifs and isinstance(test, ast.Compare)
+            and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq if negated else ast.NotEq)
+            and isinstance(test.left, ast.Name) and test.left.id == loop.target.id
+            and isinstance(literal := test.comparators[0], ast.Constant) and isinstance(literal.value, str)):
+        return None
+    name = bound.get(loop.iter.id) if isinstance(loop.iter, ast.Name) and bound else None
+    name = name or _field_read(loop.iter, aliases)
+    return (name, Each(literal.value)) if name else None
+
+
+def _refused(test: Any, aliases: Mapping[str, str] | None = None,
+             bound: Mapping[str, str] | None = None) -> list[tuple[str, Any]]:
     """``(name, literal)`` of each ``name != "literal"`` in a raising ``if``'s test (and-ed terms too),
     and of each ``x.name != 0`` (a part the architecture has none of: ``qk_rope_head_dim`` of a
-    model without rotary embeddings, which the tiny widths would give one)."""
+    model without rotary embeddings, which the tiny widths would give one). A field read through
+    a call on a config (``int(getattr(cfg, "name", 0)) != 0``, any ``helper(cfg, "name")``:
+    :func:`_call_read`) counts as ``x.name``; so does a flag it refuses on or off: ``if
+    bool(read): raise`` (a read whose default is ``False``, a config's attribute ``hf.flag``)
+    wants ``False``, ``if not bool(read): raise`` wants ``True`` (:func:`fill_reads` sets a
+    wanted flag only where the config's value is a bool)."""
     import ast
 
     terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    out: list[tuple[str, str | int]] = []
+    out: list[tuple[str, Any]] = []
     for term in terms:
+        found = _refused_flag(term, aliases) or _refused_entries(term, aliases, bound)
+        if found is not None:
+            out.append(found)
+            continue
         if not (isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.NotEq)):
             continue
         left, right = term.left, term.comparators[0]
-        name = left.id if isinstance(left, ast.Name) else left.attr if isinstance(left, ast.Attribute) else None
+        read = _call_read(left, aliases)
+        name = left.id if isinstance(left, ast.Name) else left.attr if isinstance(left, ast.Attribute) else (
+            read[0] if read else None)
         if name and isinstance(right, ast.Constant) and isinstance(right.value, str):
             out.append((name, right.value))
-        elif (isinstance(left, ast.Attribute) and isinstance(right, ast.Constant)
+        elif ((isinstance(left, ast.Attribute) or read) and name and isinstance(right, ast.Constant)
               and isinstance(right.value, int) and not isinstance(right.value, bool) and right.value == 0):
             # (zero only: a part the architecture has not; ``x.ndim != 4`` checks a tensor, not a config)
-            out.append((left.attr, right.value))
+            out.append((name, right.value))
     return out
+
+
+#: Conversions a config read is wrapped in before it is tested (``int(getattr(cfg, "x", 0))``).
+_CONVERSIONS = ("int", "bool", "float", "str")
+
+
+def _numeric_read(node: Any, aliases: Mapping[str, str] | None) -> str | None:
+    """The field of a config read with no default of its own (``hf.x``, ``helper(cfg, "x")``), the
+    argument of an ``int()``/``float()``; None for anything else."""
+    import ast
+
+    if isinstance(node, ast.Attribute) and _receiver(node.value, aliases) is not None:
+        return node.attr
+    read = _call_read(node, aliases)
+    return read[0] if read and len(read[1].args) == 2 and not read[1].keywords else None
+
+
+def _call_read(node: Any, aliases: Mapping[str, str] | None) -> tuple[str, Any] | None:
+    """``(field, the call node)`` of a config field read through a call (``getattr(cfg, "x", 0)``,
+    ``helper(hf_config, "x")``; the receiver a config as :func:`_receiver` knows one), through any
+    :data:`_CONVERSIONS`; None for anything else."""
+    import ast
+
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS
+           and len(node.args) == 1 and not node.keywords):
+        node = node.args[0]
+    if not (isinstance(node, ast.Call) and len(node.args) >= 2 and _receiver(node.args[0], aliases) is not None):
+        return None
+    second = node.args[1]
+    if isinstance(second, ast.Constant) and isinstance(second.value, str) and second.value.isidentifier():
+        return second.value, node
+    return None
+
+
+def _refused_absent(test: Any, aliases: Mapping[str, str] | None, bound: Mapping[str, str]) -> str | None:
+    """The config field a raising test refuses to be absent: ``x is None`` or ``not x`` of a read
+    (``getattr(hf, "x", None)``) or of a local bound to one."""
+    import ast
+
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        subject = test.operand
+    elif (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+          and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        subject = test.left
+    else:
+        return None
+    if isinstance(subject, ast.Name):
+        return bound.get(subject.id)
+    return _field_read(subject, aliases)
+
+
+def _asserted_present(test: Any, aliases: Mapping[str, str] | None, bound: Mapping[str, str]) -> str | None:
+    """The config field an ``assert`` insists is there: ``assert x is not None`` or ``assert x`` of a read
+    or of a local bound to one (as :func:`_refused_absent` refuses its absence)."""
+    import ast
+
+    subject = test
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        subject = test.left
+    if isinstance(subject, ast.Name):
+        return bound.get(subject.id)
+    return _field_read(subject, aliases) if isinstance(subject, ast.Call) else None
+
+
+def _refused_flag(term: Any, aliases: Mapping[str, str] | None) -> tuple[str, bool] | None:
+    """``(field, wanted)`` of a raising test that is a config flag itself (``bool(read)``, a read
+    with a ``False`` default) or its negation: the flag must be the other way."""
+    import ast
+
+    negated = isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not)
+    inner = term.operand if negated else term
+    if isinstance(inner, ast.Attribute) and _receiver(inner.value, aliases) is not None:
+        return inner.attr, negated  # ``if llm_config.tie_word_embeddings: raise`` (applied to a bool only)
+    converted = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "bool"
+    read = _call_read(inner, aliases)
+    if read is None:
+        return None
+    name, call = read
+    default = call.args[2] if len(call.args) > 2 else None
+    if converted or (isinstance(default, ast.Constant) and default.value is False):
+        return name, negated
+    return None
 
 
 def _declared_default(node: Any) -> tuple[bool, Any]:
@@ -789,14 +1001,16 @@ def _sub_configs(config: Any) -> dict[str, Any]:
 
 
 def _fill_value(name: str, config: Any, reads: ConfigReads) -> tuple[bool, Any]:
-    """A value for field ``name`` missing on ``config``: a sub-config's, a tiny width, the
+    """A value for field ``name`` missing on ``config``: a sub-config's (not its None, for a field the code
+    reads as a number, :attr:`ConfigReads.numbers`), a tiny width, the
     package's own default for a field of that name (the one it reads the field with,
     ``getattr(hf, name, default)``, else a config field's, else a function
     parameter's when it is a number no larger than :data:`LIMIT`); (False, None) when there is none.
     ``layer_types`` of a package that names its layer kinds and no ``full_attention`` (the
     kind :func:`derived` gives) cycles through its kinds."""
     for holder in (config, *_sub_configs(config).values()):
-        if holder is not config and name in vars(holder):
+        if holder is not config and name in vars(holder) and not (
+                getattr(holder, name) is None and name in reads.numbers):  # (a None the code cannot convert)
             return True, getattr(holder, name)
         for table in [v for v in vars(holder).values() if isinstance(v, dict)]:
             if name in table and table[name] is not None:  # transformers 5 keeps rope_theta in rope_parameters
@@ -1118,11 +1332,11 @@ def package_reads(package_dir: Path) -> ConfigReads:
     """:func:`config_reads` of a package and the siblings it imports (a config class it
     extends declares its defaults there); the package's own defaults come first. Optional
     fields are the ones the package itself reads with a default (a sibling reading a field
-    with a default does not make it optional for a package that needs it); so are the fields
-    it declares as one number (a sibling's ``int`` says nothing of how this package reads it)."""
+    with a default does not make it optional for a package that needs it), less those it raises
+    without (:attr:`ConfigReads.needed`); so are the fields it declares as one number (a sibling's ``int`` says nothing of how this package reads it)."""
     reads = config_reads(package_sources(package_dir))
     own = config_reads(sorted(package_dir.rglob("*.py")))
-    reads.optional, reads.scalars, reads.layer_kinds = own.optional, own.scalars, own.layer_kinds
+    reads.optional, reads.scalars, reads.layer_kinds = own.optional - own.needed, own.scalars, own.layer_kinds
     return reads
 
 
@@ -1185,14 +1399,21 @@ def fill_reads(config: Any, reads: ConfigReads) -> list[str]:
             tables = [(name, target, getattr(target, name, None))]
             tables += [(k, v, v.get(name)) for k, v in vars(target).items() if isinstance(v, dict)]
             for label, holder, value in tables:
-                if value != literal and (isinstance(value, str) if isinstance(literal, str) else (
+                want = literal
+                if isinstance(literal, Each):  # every entry one value: as many entries as it has
+                    if not isinstance(value, list) or all(v == literal.entry for v in value):
+                        continue
+                    want = [literal.entry] * len(value)
+                if value != want and (isinstance(value, str) if isinstance(want, str) else
+                                      isinstance(value, bool) if isinstance(want, bool) else
+                                      isinstance(value, list) if isinstance(want, list) else (
                         isinstance(value, int) and not isinstance(value, bool))):
                     if isinstance(holder, dict):
-                        holder[name] = literal
+                        holder[name] = want
                     else:
-                        setattr(holder, name, literal)
+                        setattr(holder, name, want)
                     done.append(f"{where + '.' if where else ''}{label if label != name else ''}"
-                                f"{'[' + repr(name) + ']' if label != name else name}={literal!r}")
+                                f"{'[' + repr(name) + ']' if label != name else name}={want!r}")
     for attr, keys in sorted(reads.keys.items()):
         holders = [(w, t) for w, t in [("", config), *subs.items()] if _has(t, attr)] or [("", config)]
         for where, target in holders:
