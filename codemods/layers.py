@@ -766,11 +766,9 @@ class LayerConstructors(Codemod):
         return LAYERS[richer]
 
     def _stacked_linear(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        """q/k/v ``StackedLinear`` → ``QKVLinear``; anything else is left with a TODO."""
+        """q/k/v ``StackedLinear`` → ``QKVLinear``; anything else is left to ``Ports`` (migrate-v3's V3 port)."""
         bound = bind(updated, STACKED_LINEAR_PARAMS)
-        why = NO_V3_CLASS["StackedLinear"]
         if bound is None or "out_dims" not in bound.args or "in_dim" not in bound.args:
-            self.todo("MV343", f"StackedLinear {why}")
             return updated
         dims = bound.args["out_dims"].value
         names = bound.args.get("names")
@@ -786,7 +784,6 @@ class LayerConstructors(Codemod):
             or (names is not None and source(names.value).replace("'", '"') != QKV_NAMES)
             or not defaults_ok
         ):
-            self.todo("MV343", f"StackedLinear {why}")
             return updated
         new = [
             as_keyword(bound.args["in_dim"], "in_dim"),

@@ -193,7 +193,7 @@ class PipelineModels(Codemod):
         kv = v2_name != "PipelineModel"
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
         if v3_base in _KEYWORD_TAIL:
-            body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base]) for s in body]
+            body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
         if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
             body.append(self._default_dtype())
             self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
@@ -268,7 +268,7 @@ class PipelineModels(Codemod):
         new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
 
-    def _keyword_tail(self, stmt: cst.BaseStatement, names: tuple[str, ...]) -> cst.BaseStatement:
+    def _keyword_tail(self, stmt: cst.BaseStatement, names: tuple[str, ...], cls: cst.ClassDef) -> cst.BaseStatement:
         """``super().__init__(cfg, session, devices, kv, weights, adapter, ...)`` in ``__init__``: the
         V2 base's positional ``adapter``/``return_logits`` are keyword-only on the V3 KV base."""
         if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__" and isinstance(stmt.body, cst.IndentedBlock)):
@@ -288,7 +288,7 @@ class PipelineModels(Codemod):
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))) if id(a) in renamed else a
                 for a in call.args]
             body[i] = line.with_changes(body=[small.with_changes(value=call.with_changes(args=args))])  # type: ignore[union-attr]
-            self.rewrote(line, "MV383", f"super().__init__: {', '.join(renamed.values())} keyword-only on the V3 base")
+            self.rewrote(cls, "MV383", f"__init__'s super().__init__: {', '.join(renamed.values())} keyword-only on the V3 base")
         return stmt.with_changes(body=stmt.body.with_changes(body=body))
 
     def _default_dtype(self) -> cst.BaseStatement:

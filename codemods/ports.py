@@ -103,6 +103,8 @@ class Ports(Codemod):
         return updated.with_changes(bases=bases) if changed else updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if not updated.func.deep_equals(original.func):
+            return updated  # an earlier codemod mapped it to a V3 class (StackedLinear of q/k/v → QKVLinear)
         ported = self._port(original, original.func)
         return updated.with_changes(func=ported) if ported is not None else updated
 

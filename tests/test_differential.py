@@ -8,7 +8,7 @@ through a Graph + session, V3 through ``F.lazy()`` + ``compile(weights=...)``.
 Only root classes compile. Families: the bundled tinylm, mpnet (embeddings,
 self-attention, encoder layer), bert (same plus pooling), olmo2's decoder MLP +
 norm, gemma3's MLP + its RMSNorm subclass (the ``super().__init__`` map and
-the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP, two V2 ``Conv1D`` (the tool's port),
+the GemmaRMSNorm base), the Wan VAE norm + conv, idefics3's vision MLP, two V2 ``Conv1D`` and V2 ``StackedLinear`` other than q/k/v (the tool's ports),
 blocks run by ``forward_sequential_layers`` with V2 subgraphs (the tool's port).
 
 Every family is migrated and verified in one ``run_verify_many`` call (a
@@ -106,6 +106,8 @@ def _families(tmp_path: Path) -> dict[str, tuple[Path, Path, dict[str, Any]]]:
         spec=FIXTURES / "specs" / "bert.py")
     add("conv1d", [(FIXTURES / "differential" / "conv1d_block.py", "block.py")],
         spec=_spec_file(tmp_path, "CONV1D"))
+    add("stacked_linear", [(FIXTURES / "differential" / "stacked_linear_block.py", "block.py")],
+        spec=_spec_file(tmp_path, "STACKED_LINEAR"))
     return out
 
 
@@ -175,6 +177,14 @@ def test_conv1d_port(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
 
 
 @pytest.mark.slow
+def test_stacked_linear_port(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
+    """V2 ``StackedLinear`` other than q/k/v has no V3 class: the tool adds its port, same weights and numerics."""
+    v3, report = verified["stacked_linear"]
+    assert "class StackedLinear(TransparentModule[[Tensor], Tensor]):" in (v3 / "block.py").read_text()
+    assert_passes(report, "StackedLinearBlock")
+
+
+@pytest.mark.slow
 def test_forward_sequential_layers_port(tmp_path: Path) -> None:
     """V2 staged the blocks as one shared subgraph; the port calls them in order: same outputs.
 
@@ -192,9 +202,9 @@ def test_forward_sequential_layers_port(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_families_share_one_graph_per_side(verified: dict[str, tuple[Path, VerifyReport]]) -> None:
-    """The seven spec'd families' roots are compiled together; tinylm (greedy) alone."""
+    """The eight spec'd families' roots are compiled together; tinylm (greedy) alone."""
     shared = {name: [c.graph_shared_by for c in report.classes if c.compared == "numeric"]
               for name, (_, report) in verified.items()}
-    assert shared == {"tinylm": [1], "mpnet": [7], "olmo2": [7], "gemma3": [7],
-                      "autoencoders": [7], "idefics3": [7], "bert": [7], "conv1d": [7]}
+    assert shared == {"tinylm": [1], "mpnet": [8], "olmo2": [8], "gemma3": [8], "autoencoders": [8],
+                      "idefics3": [8], "bert": [8], "conv1d": [8], "stacked_linear": [8]}
     assert all(report.graphs_compiled == 2 for _, report in verified.values())

@@ -85,8 +85,8 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "YarnRotaryEmbedding": Symbol("MV340", f"{CL}.rotary_embedding.YarnRotaryEmbedding"),
     "ColumnParallelLinear": Symbol("MV340", f"{CL}.linear.ColumnParallelLinear", "V3 does not allgather outputs"),
     "VocabParallelEmbedding": Symbol("MV340", f"{CL}.embedding.VocabParallelEmbedding"),
-    # only a q/k/v StackedLinear has a V3 class: apply rewrites those, a person the rest
-    "StackedLinear": Symbol("MV343", f"{CL}.linear.QKVLinear", "q/k/v only: apply rewrites those"),
+    # only a q/k/v StackedLinear has a V3 class: apply rewrites those, and adds its port for the rest
+    "StackedLinear": Symbol("MV343", f"{CL}.linear.QKVLinear", "q/k/v: QKVLinear; apply adds a V3 port for the rest"),
     "AttentionWithRope": Symbol("MV340", f"{CL}.attention.AttentionWithRope", "layer_idx moves to the constructor"),
     "LatentAttentionWithRope": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "TensorParallelLatentAttentionWithRope": Symbol(

@@ -30,6 +30,7 @@ PORTS: dict[str, str] = {
     "TensorParallelLatentAttentionWithRope": "latent_attention",
     "DataParallelLatentAttentionWithRope": "latent_attention",
     "StackedMoE": "stacked_moe",
+    "StackedLinear": "stacked_linear",
     "logits_postprocess": "logits_postprocess",
     "LogitsPostprocessMixin": "logits_mixin",
     "MultiheadAttention": "multihead_attention",
