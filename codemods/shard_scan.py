@@ -101,6 +101,12 @@ def strategy_assignment(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpressi
     return None
 
 
+def self_attribute(expr: cst.BaseExpression) -> str | None:
+    """``self.<attr>`` → ``attr`` (None for anything else)."""
+    name = dotted(expr)
+    return name[5:] if name is not None and name.startswith("self.") and name.count(".") == 1 else None
+
+
 def shard_call(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``<module>.shard(<devices>)`` (or ``list(...)`` of it), or ``[<module>] * n`` (the one
     module on every device: a stateless one) → the module expression."""
@@ -610,17 +616,17 @@ def class_facts(node: cst.ClassDef, qualname: Qualname, helpers: dict[str, Shard
             found = assigned(small)
             if found is None:
                 continue
-            target, module = dotted(found[0]), shard_call(found[1])
-            if target is None or not target.startswith("self.") or target.count(".") != 1:
+            target, module = self_attribute(found[0]), shard_call(found[1])
+            if target is None:
                 continue
             if module is None:
-                _list_facts(target[5:], found[1], bound, qualname, facts)
+                _list_facts(target, found[1], bound, qualname, facts)
                 continue
             source = dotted(module)
-            if source is not None and source.startswith("self.") and source.count(".") == 1:
-                facts.aliases[target[5:]] = source[5:]
+            if (held := self_attribute(module)) is not None:
+                facts.aliases[target] = held
             elif source is not None and source in bound:
-                facts.aliases[target[5:]] = bound[source]
+                facts.aliases[target] = bound[source]
     return facts
 
 
@@ -635,8 +641,7 @@ def _list_facts(attr: str, value: cst.BaseExpression, bound: dict[str, str], qua
         isinstance(module, cst.Subscript) and isinstance(index, cst.Name) and len(module.slice) == 1
         and isinstance(module.slice[0].slice, cst.Index) and dotted(module.slice[0].slice.value) == index.value
     ):
-        source = dotted(module.value) or ""
-        held = source[5:] if source.startswith("self.") and source.count(".") == 1 else bound.get(source)
+        held = self_attribute(module.value) or bound.get(dotted(module.value) or "")
         if held is not None:
             facts.clone_lists[attr] = held
     elif isinstance(elt, cst.Call) and (dotted(elt.func) or "").rsplit(".", 1)[-1] == "Allreduce" and (

@@ -48,6 +48,7 @@ from codemods.shard_scan import (
     one_per_device,
     per_device_element,
     row_targets_may_have_bias,
+    self_attribute,
     setter_classes,
     setter_plan,
     shard_call,
@@ -535,7 +536,7 @@ class Sharding(Codemod):
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
             return None
         value = small.value
-        if isinstance(value, cst.Subscript) and _self_attribute(value.value) in cls.facts.allreduce_lists:
+        if isinstance(value, cst.Subscript) and self_attribute(value.value) in cls.facts.allreduce_lists:
             return small.targets[0].target.value
         return None
 
@@ -544,14 +545,12 @@ class Sharding(Codemod):
         if isinstance(func, cst.Name):
             return any(func.value in names for names in self._allreduce_locals)
         if isinstance(func, cst.Subscript):
-            return _self_attribute(func.value) in cls.facts.allreduce_lists
-        return _self_attribute(func) in cls.facts.allreduces
+            return self_attribute(func.value) in cls.facts.allreduce_lists
+        return self_attribute(func) in cls.facts.allreduces
 
     def _alias(self, cls: _ClassState, node: cst.BaseExpression) -> str | None:
-        name = dotted(node)
-        if name is not None and name.startswith("self.") and name.count(".") == 1:
-            return cls.facts.aliases.get(name[5:])
-        return None
+        attr = self_attribute(node)
+        return cls.facts.aliases.get(attr) if attr is not None else None
 
     def _call_rewrite(self, cls: _ClassState, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         qual = self.qualname(original.func) or ""
@@ -627,7 +626,7 @@ class Sharding(Codemod):
         if module is not None:
             self.rewrote(original, "MV390", f"one device's clone: V3 has the one module self.{module}")
             return _expr(f"self.{module}")
-        listed = cls.facts.clone_lists.get(_self_attribute(original.value) or "")
+        listed = cls.facts.clone_lists.get(self_attribute(original.value) or "")
         if listed is not None:
             self.rewrote(original, "MV390", f"one module's clone list: V3 has the module itself, in self.{listed}")
             return updated.with_changes(value=_expr(f"self.{listed}"))
@@ -847,12 +846,6 @@ def _pass_only(body: cst.BaseSuite) -> bool:
 def _emptied(original: cst.BaseSuite, updated: cst.BaseSuite) -> bool:
     """The rewrites removed every statement of a block that had some."""
     return original is not updated and _pass_only(updated) and not _pass_only(original)
-
-
-def _self_attribute(expr: cst.BaseExpression) -> str | None:
-    """``self.<attr>`` → ``attr``."""
-    name = dotted(expr)
-    return name[5:] if name is not None and name.startswith("self.") and name.count(".") == 1 else None
 
 
 def _calls(expr: cst.BaseExpression) -> bool:
