@@ -575,9 +575,6 @@ class Engine(cst.CSTTransformer):
         if todos and isinstance(result, cst.CSTNode):
             extra = self.state.header_comments if id(original_node) == self.state.first_statement else frozenset()
             result = attach_todos(result, todos, extra)
-        elif todos and isinstance(result, FlattenSentinel) and result.nodes:  # (above the first statement)
-            first, *rest = result.nodes
-            result = FlattenSentinel([attach_todos(first, todos), *rest])
         elif todos and self.state.statement_todos:
             self.state.statement_todos[-1].extend(todos)
         return result
