@@ -396,6 +396,10 @@ class Dependencies(Codemod):
             if new_required == [_KV] and not gone and list(v3[:1]) == ["config"]:
                 local = _local_name(node, name)
                 changes(self.state).kv_from_config.add(local)
+                inner = self._structured_twin(target, rest, name, v2)
+                if inner is not None:
+                    dots = "." * (self.state.context.package_depth + 2)
+                    changes(self.state).structured_twins[local] = (f"{dots}{'.'.join([target, *rest])}", inner)
                 continue
             if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
                 local = _local_name(node, name)
@@ -416,6 +420,23 @@ class Dependencies(Codemod):
                     + (f" (it needs {', '.join(new_required)})" if new_required else "")
                     + (f" (it takes no {', '.join(gone)})" if gone else ""),
                 )
+
+    def _structured_twin(self, target: str, rest: list[str], name: str, v2: tuple[str, ...]) -> str | None:
+        """The class of the variant's module that a V2 ``name`` built as a child module becomes, when
+        the variant's ``name`` is the flat-input root (its ``forward`` takes ``*`` graph inputs, its
+        constructor adds ``kv_params``): the one other class there built as V2's ``name`` was
+        (the same ``__init__`` parameters) whose ``forward`` takes structured inputs
+        (``llama3_modulev3``'s ``Llama3TextModel`` beside the ``Llama3`` that wraps it)."""
+        ctx = self.state.context
+        module = ".".join([target, *rest])
+        if "*" not in ctx.call_signatures.get(f"{module}.{name}", ()):
+            return None
+        twins = [
+            key.rsplit(".", 1)[1] for key, params in ctx.class_signatures.items()
+            if key.rsplit(".", 1)[0] == module and key != f"{module}.{name}" and params == v2
+            and key in ctx.call_signatures and "*" not in ctx.call_signatures[key]
+        ]
+        return twins[0] if len(twins) == 1 else None
 
     def _changed_calls(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
         """A class whose V3 variant's ``forward`` lacks V2 ``__call__`` parameters that carry no data
@@ -473,6 +494,9 @@ class SiblingChanges:
 
     #: classes whose V3 ``__init__`` also needs ``kv_params`` (read off the config)
     kv_from_config: set[str] = field(default_factory=set)
+    #: of those, the flat-input roots whose variant module holds the module they wrap → (that module,
+    #: the wrapped class): a child built in a module's ``__init__`` is that class
+    structured_twins: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: classes whose V3 ``__init__`` takes none of these V2 placement parameters → (V2 parameters, the ones gone)
     placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
     #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
@@ -526,14 +550,26 @@ class SiblingCalls(Codemod):
         self._fields_gone = changed.fields_gone
         self._ported_fields = changed.ported_fields
         self._v3_fields = changed.v3_fields
+        self._twins = changed.structured_twins
+        #: the enclosing classes and functions ("" for a class): where a call builds a child module
+        self._scopes: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(node.name.value)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self._scopes.pop()
+        return updated
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._scopes.append("")
         fixed = (self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
                  | self._ported_fields.keys() | self._v3_fields.keys())
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
         self._fixed_bases.append(next((n for n in names if n in fixed), None))
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._scopes.pop()
         base = self._fixed_bases.pop()
         if base in self._ported_fields and isinstance(updated.body, cst.IndentedBlock):
             return self._port_fields(original, updated, base, *self._ported_fields[base])
@@ -586,6 +622,12 @@ class SiblingCalls(Codemod):
             return self._rope_with_device(original, updated, name, self._rope_device[name])
         if name not in self._kv_from_config:
             return updated
+        if name in self._twins and self._scopes[-2:] == ["", "__init__"] and isinstance(func, cst.Name):
+            module, twin = self._twins[name]
+            self.state.needed_imports.add((module, twin, None))
+            self.rewrote(original, "MV301", f"{name}(...) built in a module's __init__ → {twin}(...): the child module "
+                         f"{name} wraps (structured inputs, V2's parameter names); {name} takes flat graph inputs")
+            return updated.with_changes(func=cst.Name(twin))
         args = updated.args
         if any(a.star for a in args) or any(a.keyword is not None and a.keyword.value == _KV for a in args):
             return updated

@@ -31,7 +31,13 @@ from codemods.args import source
 from codemods.base import Codemod, nodes_of
 from codemods.layers import defines_init
 from codemods.resolve import import_bindings
-from migrate_v3.knowledge.layers import LAYERS, MODULE_HOME, MODULE_NAMES, v2_symbol
+from migrate_v3.knowledge.layers import (
+    LAYERS,
+    MODULE_HOME,
+    MODULE_NAMES,
+    V2_LIBRARY_MODULES,
+    v2_symbol,
+)
 from migrate_v3.knowledge.ports import PORTS
 
 _BUILTINS = frozenset(dir(builtins))
@@ -129,6 +135,11 @@ class ModuleInterface(Codemod):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         is_module: bool | str = False
         for base in node.bases:
+            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+            qual = self.qualname(value)
+            if qual in V2_LIBRARY_MODULES:
+                self.todo("MV320", f"{node.name.value} subclasses {qual.rsplit('.', 1)[1]}, a V2 Module with no "
+                          f"ModuleV3 form in max 26.7: {V2_LIBRARY_MODULES[qual]}")
             symbol = v2_symbol(self.qualname(base.value))
             if symbol in MODULE_NAMES:
                 is_module = True

@@ -37,6 +37,7 @@ import libcst as cst
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
+from codemods.graph_body import METHOD, graph_body, insert_subclasses
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
@@ -136,7 +137,7 @@ class PipelineModels(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "PipelineModel" in source or any(base in source for base in _SIBLING_BASES)
+        return "PipelineModel" in source or METHOD in source or any(base in source for base in _SIBLING_BASES)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -144,11 +145,19 @@ class PipelineModels(Codemod):
         self._stashes: set[str] = set()
         #: ``_get_compile_input_types`` for the class whose graph_specs just became _instantiate_module
         self.types_hook: cst.FunctionDef | None = None
+        #: pipeline class name → the root subclass its V2 graph body became (``codemods.graph_body``)
+        self.flat_roots: dict[str, cst.ClassDef] = {}
+        self._class_name = ""
+        self._original_class: cst.ClassDef | None = None
+        #: local names of sibling classes imported from a module their variant also defines them in
+        self._v3_siblings: set[str] = set()
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         """Drop V2-only pipeline names (bases, Model, GraphSpec...) the rewrite made unused."""
         if not self.rewritten:
             return updated
+        if self.flat_roots:
+            updated = insert_subclasses(updated, self.flat_roots)
         rest = updated.with_changes(body=[s for s in updated.body if not _is_import(s)])
         used = set(_IDENT.findall(blanked_code(rest, self.state)))
         body: list[cst.BaseStatement] = []
@@ -171,10 +180,26 @@ class PipelineModels(Codemod):
             body.append(stmt)
         return updated.with_changes(body=body)
 
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        """Names of sibling classes whose variant (max's port, or this run's) defines them: a
+        pipeline model imported so is a V3 one once ``Dependencies`` renames the import."""
+        ctx = self.state.context
+        if node.module is None or len(node.relative) != ctx.package_depth + 2 or isinstance(node.names, cst.ImportStar):
+            return
+        package, *rest = source(node.module).split(".")
+        variant = ctx.v3_packages.get(package)
+        exports = ctx.v3_exports.get(".".join([variant, *rest])) if variant else None
+        if exports:
+            self._v3_siblings |= {
+                a.evaluated_alias or a.evaluated_name for a in node.names if a.evaluated_name in exports
+            }
+
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         found = self._v2_base(original)
         if found is None and isinstance(updated.body, cst.IndentedBlock):
             new = self._sibling_subclass(original, updated)
+            if new is updated:
+                new = self._v3_sibling_subclass(original, updated)
             return self._v2_graph_specs(original, updated) if new is updated else new
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
@@ -191,6 +216,7 @@ class PipelineModels(Codemod):
         self.rewrote(original, "MV383", f"{v2_name} → {v3_base}")
         self.rewritten = True
         kv = v2_name != "PipelineModel"
+        self._class_name, self._original_class = original.name.value, original
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
         if v3_base in _KEYWORD_TAIL:
             body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
@@ -256,6 +282,7 @@ class PipelineModels(Codemod):
         if base is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         self.rewritten = True
+        self._class_name, self._original_class = original.name.value, original
         body, todos = self._rewrite_body(list(updated.body.body), kv=True)
         if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in body):
             any_ = self.state.import_name("typing", "Any")
@@ -267,6 +294,44 @@ class PipelineModels(Codemod):
         self.rewrote(original, "MV383", f"{original.name.value}({base}): the V3 base builds what _instantiate_module returns")
         new = updated.with_changes(body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _runtime_hook(self, stmt: cst.FunctionDef, body: list[cst.BaseStatement]) -> list[cst.BaseStatement] | None:
+        """V2's ``_init_distributed_runtime(session, cfg)`` → the V3 hook's ``(cfg)`` (with an
+        ``__init__`` keeping the session when it reads one); None when not that shape."""
+        runtime = v3_distributed_runtime(stmt)
+        if runtime is None:
+            return None
+        new, reads_session = runtime
+        self.rewrote(stmt, "MV382", f"{HOOK}(session, cfg) → ({new.params.params[1].name.value}): the V3 base calls it without a session")
+        if reads_session and not defines_method(body, "__init__"):
+            return [session_init(self.state).with_changes(leading_lines=stmt.leading_lines),
+                    new.with_changes(leading_lines=[cst.EmptyLine(indent=False)])]
+        if reads_session:
+            return [self._todo_stmt(new, f"{HOOK} reads self.session: set it from __init__'s session")]
+        return [new]
+
+    def _v3_sibling_subclass(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A subclass of a sibling's pipeline model that the variant defines (a V3 one, whose
+        ``load_model`` never calls ``_build_graph_for_compile``): its own V2 graph method
+        becomes ``_instantiate_module`` (``codemods.graph_body``); left as is it would silently
+        build the sibling's model."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        if not any(isinstance(b.value, cst.Name) and b.value.value in self._v3_siblings for b in original.bases):
+            return updated
+        body = list(updated.body.body)
+        at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == METHOD), None)
+        if at is None or defines_method(body, "_instantiate_module"):
+            return updated
+        self._class_name, self._original_class = original.name.value, original
+        graph = self._graph_body(cast(cst.FunctionDef, body[at]), body)
+        if graph is None:
+            return updated
+        self.rewritten = True
+        out: list[cst.BaseStatement] = []
+        for i, stmt in enumerate(body):
+            hook = self._runtime_hook(stmt, body) if isinstance(stmt, cst.FunctionDef) and stmt.name.value == HOOK else None
+            out.extend(graph if i == at else hook if hook is not None else [stmt])
+        return updated.with_changes(body=updated.body.with_changes(body=out))
 
     def _keyword_tail(self, stmt: cst.BaseStatement, names: tuple[str, ...], cls: cst.ClassDef) -> cst.BaseStatement:
         """``super().__init__(cfg, session, devices, kv, weights, adapter, ...)`` in ``__init__``: the
@@ -377,16 +442,14 @@ class PipelineModels(Codemod):
                 if name == "_load_state_dict" and self._is_stash(stmt):
                     dropped.append((len(out), stmt))
                     continue
-                if name == HOOK and (runtime := v3_distributed_runtime(stmt)) is not None:
-                    new, reads_session = runtime
-                    self.rewrote(stmt, "MV382", f"{HOOK}(session, cfg) → ({new.params.params[1].name.value}): the V3 base calls it without a session")
-                    if reads_session and not defines_method(body, "__init__"):
-                        out.append(session_init(self.state).with_changes(leading_lines=stmt.leading_lines))
-                        new = new.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-                    elif reads_session:
-                        new = self._todo_stmt(new, f"{HOOK} reads self.session: set it from __init__'s session")  # type: ignore[assignment]
-                    out.append(new)
+                if name == HOOK and (hook := self._runtime_hook(stmt, body)) is not None:
+                    out.extend(hook)
                     continue
+                if name == METHOD and kv and not towers and not defines_method(body, "_instantiate_module"):
+                    graph = self._graph_body(stmt, body)
+                    if graph is not None:
+                        out.extend(graph)
+                        continue
                 if self._is_v2_load(stmt):
                     self.rewrote(stmt, "MV382", f"{name}(session): V2 load plumbing; the V3 base's load_model() builds and compiles")
                     continue
@@ -434,6 +497,34 @@ class PipelineModels(Codemod):
         if not towers and not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
+
+    def _graph_body(self, func: cst.FunctionDef, body: list[cst.BaseStatement]) -> list[cst.BaseStatement] | None:
+        """``_build_graph_for_compile`` → ``_instantiate_module`` (+ the input types hook, + ``_prepare_state_dict``),
+        its graph body → the ``forward`` of a root subclass put before the class (``codemods.graph_body``)."""
+        any_ = self.state.import_name("typing", "Any")
+        taken = self.state.module_names | {c.name.value for c in self.flat_roots.values()}
+        new = graph_body(func, self._class_name, taken, any_)
+        if new is None:
+            return None
+        self.flat_roots[self._class_name] = new.subclass
+        cls = self._original_class
+        body_of = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        func = next((s for s in body_of if isinstance(s, cst.FunctionDef) and s.name.value == METHOD), func)  # (its line)
+        self.rewrote(func, "MV383", f"{METHOD} → _instantiate_module; its V2 graph body → the forward of {new.subclass.name.value}")
+        self.rewrote(func, "MV380", "Graph(...) → the V3 base builds the root under F.lazy() and compiles it with its input types")
+        self.rewrote(func, "MV381", "load_state_dict/weights_registry → the V3 base compiles with weights=state_dict")
+        moved = {"MV373": ".tensor of a graph input dropped (forward receives Tensors)",
+                 "MV384": "the KV inputs are unflattened in the root's forward now"}
+        for code in sorted(new.resolved):
+            self.rewrote(func, code, f"graph body → {new.subclass.name.value}.forward: {moved.get(code, 'V2 graph code moved')}")
+        instantiate = attach_todos(new.instantiate, new.todos)
+        out: list[cst.BaseStatement] = [cast(cst.FunctionDef, instantiate)]
+        if not defines_method(body, "_get_compile_input_types"):
+            out.append(_TYPES_HOOK.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+        if new.prepare is not None and not defines_method(body, "_prepare_state_dict"):
+            out.append(new.prepare.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+            self.rewrote(func, "MV382", "the state dict V2 loaded into the root → _prepare_state_dict")
+        return out
 
     def _todo_stmt(self, stmt: cst.BaseStatement, message: str) -> cst.BaseStatement:
         result = attach_todos(stmt, [f"{TODO_PREFIX}MV382 {message}"])

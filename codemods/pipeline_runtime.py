@@ -47,6 +47,8 @@ class _SessionReads(cst.CSTTransformer):
         return updated.with_changes(keyword=original.keyword)
 
     def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+        if original.name.value == self.session:
+            self.reads -= 1  # (the parameter itself is no read)
         return updated.with_changes(name=original.name)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:

@@ -14,6 +14,7 @@ import pytest
 
 from migrate_v3.pipeline import transform_source
 from migrate_v3.scan import scan_source
+from tests.test_codemods import _context as fixture_context
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 INPUTS = sorted(FIXTURES.rglob("*.input.py"))
@@ -27,7 +28,7 @@ CHECK_ONLY: dict[str, set[str]] = {}
 def test_check_codes_are_a_subset_of_apply_codes(case: Path) -> None:
     source = case.read_text()
     checked = {f.code for f in scan_source(source).findings}
-    result = transform_source(source, path=str(case))
+    result = transform_source(source, path=str(case), context=fixture_context(case))
     applied = {f.code for f in [*result.findings, *result.todos]}
     key = f"{case.parent.name}/{case.name[: -len('.input.py')]}"
     assert checked - applied == CHECK_ONLY.get(key, set())

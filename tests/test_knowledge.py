@@ -137,3 +137,16 @@ def test_optional_attributes_are_none_on_a_v2_linear_and_absent_on_a_v3_one() ->
     for name in OPTIONAL_ATTRIBUTES:
         assert getattr(v2, name) is None
         assert not hasattr(v3, name)
+
+
+def test_v2_library_modules_are_v2_modules_and_no_v3_ones() -> None:
+    """Every ``V2_LIBRARY_MODULES`` class is a V2 ``max.nn`` Module in the installed max, not a ModuleV3."""
+    from max.experimental.nn import Module as ModuleV3
+    from max.nn.layer import Module as ModuleV2
+
+    from migrate_v3.knowledge.layers import V2_LIBRARY_MODULES
+
+    for qualname in V2_LIBRARY_MODULES:
+        module, name = qualname.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        assert issubclass(cls, ModuleV2) and not issubclass(cls, ModuleV3), qualname

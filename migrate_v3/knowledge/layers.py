@@ -533,6 +533,19 @@ NO_V3_CLASS: dict[str, str] = {
     "FusedMLP": "port it locally",
 }
 
+#: max library classes outside ``max.nn`` that are V2 Modules with no ModuleV3 form in max 26.7 → what
+#: a subclass does instead (``tests/test_knowledge.py`` checks them against the installed max)
+V2_LIBRARY_MODULES: dict[str, str] = {
+    "max.pipelines.speculative.block_driver.BlockDriver": (
+        "it takes V2 target/draft Modules: keep the driver V2 (a bridge), or hold target and draft in a ModuleV3 "
+        "Module and drive them with a SequentialDriver built per trace (unified_mtp_gemma4_modulev3 shows how)"
+    ),
+    "max.pipelines.speculative.driver.SequentialDriver": (
+        "it drives ModuleV3 target/draft models through Tensor adapters: hold them in a ModuleV3 Module and build "
+        "the driver per trace in its forward (unified_mtp_gemma4_modulev3 shows how)"
+    ),
+}
+
 #: V2 layers whose V3 container builds them through a factory with V3 keywords only
 #: (``MoE(gate_cls=...)`` calls ``gate_cls(hidden_dim=..., num_experts=..., num_experts_per_token=...)``):
 #: a subclass's own ``__init__`` must not require the placement arguments V3 no longer passes.

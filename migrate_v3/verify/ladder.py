@@ -675,6 +675,13 @@ class _Pair:
             if cap3 is not None:
                 out.append(_Root(name, cap2, cap3.module, "the V3 pipeline's load path"))
                 continue
+            sub3 = next((c for c in spare3 if name in classes3 and isinstance(c.module, classes3[name])), None)
+            if sub3 is not None:
+                # the V3 pipeline built a subclass of the class of this name (its flat-input root)
+                spare3.remove(sub3)
+                out.append(_Root(name, cap2, sub3.module,
+                                 f"the V3 pipeline's load path (as {type(sub3.module).__name__})"))
+                continue
             if spare3 and name not in classes3:
                 # the V3 pipeline built a root of another name in this place (V3 renamed it)
                 cap3 = spare3.pop(0)
