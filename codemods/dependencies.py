@@ -36,6 +36,7 @@ from codemods.base import (
     imports_siblings,
     nodes_of,
 )
+from codemods.graph_body import METHOD, graph_body
 from codemods.layers import defines_init, with_cpu_device_init, with_init
 from codemods.registration import v3_arch_variable
 from codemods.resolve import module_name
@@ -188,9 +189,11 @@ class Dependencies(Codemod):
                 continue
             if _only_attributes(self._whole_module(), local):
                 pass
-            elif "GraphSpec" in self.state.source and _only_attributes(self._whole_module(), local, _MODULE_HOOKS):
-                # (its graph_specs builds V2 GraphSpecs: the file is V2, so PipelineModels runs on it)
-                renames.append(local)  # PipelineModels moves graph_specs to _instantiate_module
+            elif (("GraphSpec" in self.state.source or METHOD in self.state.source)
+                  and _only_attributes(self._whole_module(), local, _MODULE_HOOKS)):
+                # (its graph_specs builds V2 GraphSpecs, or its _build_graph_for_compile a V2 Graph:
+                # the file is V2, so PipelineModels runs on it)
+                renames.append(local)  # PipelineModels moves either to _instantiate_module
             else:
                 return None
             aliases.append(alias.with_changes(name=cst.Name(v3), asname=cst.AsName(name=cst.Name(local))))
@@ -798,8 +801,9 @@ def _builds(module: cst.Module, name: str) -> bool:
 def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = frozenset()) -> bool:
     """Every class of ``module`` subclassing ``base`` only sets class attributes (an ``__init__``
     that only calls ``super().__init__`` too), and there is one: it overrides none of the base's V2 hooks
-    (but ``hooks``; then at least one class overrides ``graph_specs``, and methods of other names are
-    allowed unless the V3 base would leave them uncalled, ``V2_GRAPH_HOOKS``)."""
+    (but ``hooks``; then at least one class overrides ``graph_specs`` or a ``_build_graph_for_compile``
+    that ``codemods.graph_body`` moves, and methods of other names are allowed unless the V3 base would
+    leave them uncalled, ``V2_GRAPH_HOOKS``)."""
     found = False
     graph_specs = not hooks
     for cls in module.body:
@@ -811,8 +815,10 @@ def _only_attributes(module: cst.Module, base: str, hooks: frozenset[str] = froz
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
-                graph_specs = graph_specs or stmt.name.value == "graph_specs"
-                if stmt.name.value in hooks or (hooks and stmt.name.value not in V2_GRAPH_HOOKS | {"__init__"}):
+                # a graph method PipelineModels turns into _instantiate_module (codemods.graph_body)
+                movable = bool(hooks) and stmt.name.value == METHOD and graph_body(stmt, cls.name.value, set(), "Any") is not None
+                graph_specs = graph_specs or stmt.name.value == "graph_specs" or movable
+                if movable or stmt.name.value in hooks or (hooks and stmt.name.value not in V2_GRAPH_HOOKS | {"__init__"}):
                     continue
                 if stmt.name.value != "__init__" or not _only_super_init(stmt):
                     return False

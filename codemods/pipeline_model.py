@@ -512,7 +512,8 @@ class PipelineModels(Codemod):
         func = next((s for s in body_of if isinstance(s, cst.FunctionDef) and s.name.value == METHOD), func)  # (its line)
         self.rewrote(func, "MV383", f"{METHOD} → _instantiate_module; its V2 graph body → the forward of {new.subclass.name.value}")
         self.rewrote(func, "MV380", "Graph(...) → the V3 base builds the root under F.lazy() and compiles it with its input types")
-        self.rewrote(func, "MV381", "load_state_dict/weights_registry → the V3 base compiles with weights=state_dict")
+        self.rewrote(func, "MV381", "weights_registry → the V3 base compiles with weights=state_dict")
+        self.rewrote(func, "MV382", "load_state_dict/state_dict() → the V3 base compiles with weights=state_dict")
         moved = {"MV373": ".tensor of a graph input dropped (forward receives Tensors)",
                  "MV384": "the KV inputs are unflattened in the root's forward now"}
         for code in sorted(new.resolved):
