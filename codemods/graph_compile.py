@@ -60,6 +60,14 @@ def _drop_own_todos(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
     return keep
 
 
+#: keywords of V2's ``Module.load_state_dict`` that V3's lacks → why dropping them is right
+#: (``tests/test_knowledge.py`` checks both signatures)
+_V2_LOAD_KEYWORDS = {
+    "weight_alignment": "V3 loads take no alignment",
+    "override_quantization_encoding": "V3 loads copy each tensor into its parameter as the layer declares it",
+}
+
+
 class GraphCompile(Codemod):
     PREFIX = "MV38"
     #: ``plan_module`` starts from a ``with <...Graph>(...)`` statement; a source
@@ -183,19 +191,22 @@ class GraphCompile(Codemod):
         return updated
 
     def _drop_alignment(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        """``load_state_dict(sd, weight_alignment=1)`` → ``load_state_dict(sd)``: only V2's
-        ``Module.load_state_dict`` has the keyword; V3's copies each tensor into its
-        parameter and takes no alignment (left in, mypy and the call itself fail)."""
+        """``load_state_dict(sd, weight_alignment=1, override_quantization_encoding=True)`` →
+        ``load_state_dict(sd)``: only V2's ``Module.load_state_dict`` has these keywords; V3's
+        copies each tensor into its parameter as declared and takes neither (left in, mypy and
+        the call itself fail; a tensor of another dtype is refused there, not converted)."""
         args: list[cst.Arg] = []
+        dropped: list[str] = []
         for arg in updated.args:
-            if arg.keyword is None or arg.keyword.value != "weight_alignment":
+            if arg.keyword is None or arg.keyword.value not in _V2_LOAD_KEYWORDS:
                 args.append(arg)
-            elif arg is updated.args[-1] and args:  # the last one: its comma (and line break) moves up
+                continue
+            dropped.append(arg.keyword.value)
+            if arg is updated.args[-1] and args:  # the last one: its comma (and line break) moves up
                 args[-1] = args[-1].with_changes(comma=arg.comma)
-        if len(args) == len(updated.args):
-            return updated
-        self.rewrote(original, "MV382", "load_state_dict(weight_alignment=...) dropped: V3 loads take no alignment")
-        return updated.with_changes(args=args)
+        for keyword in dropped:
+            self.rewrote(original, "MV382", f"load_state_dict({keyword}=...) dropped: {_V2_LOAD_KEYWORDS[keyword]}")
+        return updated.with_changes(args=args) if dropped else updated
 
     def _execute(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
         """``c.execute(a)[i]`` → ``c(a)[i].driver_tensor`` (``c(a).driver_tensor`` for one output)."""

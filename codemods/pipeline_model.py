@@ -34,7 +34,7 @@ from typing import cast
 
 import libcst as cst
 
-from codemods.args import source
+from codemods.args import self_attr, source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
 from codemods.graph_body import METHOD, graph_body, insert_subclasses
@@ -250,16 +250,50 @@ class PipelineModels(Codemod):
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)
                         and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value in roots):
                     continue
-                dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
-                self.state.needed_imports.add(("max.experimental", "functional", "F"))
-                block = cst.parse_statement(f"with F.lazy(), {dtype}(getattr({cfg}, \"dtype\", self.dtype)):\n    pass\n")
-                assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
-                stmts[i] = block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=[])]),
-                                              leading_lines=getattr(stmt, "leading_lines", ()))
+                stmts[i] = self._built_lazily(stmt, cfg)
                 self.rewrote(stmt, "MV382", f"graph_specs: {source(small.targets[0].target)} built under F.lazy() "
                              "and the model's default_dtype, as the V3 base builds its module")
             body[at] = func.with_changes(body=func.body.with_changes(body=stmts))
         return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def _built_lazily(self, stmt: cst.BaseStatement, cfg: str | None) -> cst.With:
+        """``stmt`` (which builds a module) under ``F.lazy()`` and the model's ``default_dtype``:
+        V3 weights take the default dtype at construction (V2 layers were given the config's
+        dtype); built outside one, every weight is float32."""
+        dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        model_dtype = f'getattr({cfg}, "dtype", self.dtype)' if cfg else "self.dtype"
+        block = cst.parse_statement(f"with F.lazy(), {dtype}({model_dtype}):\n    pass\n")
+        assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
+        return block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=[])]),
+                                  leading_lines=getattr(stmt, "leading_lines", ()))
+
+    def _loaded_modules_built_lazily(self, func: cst.FunctionDef) -> cst.FunctionDef:
+        """In a pipeline method other than the V3 hooks, ``m = Root(cfg)`` (or ``self.m = ...``)
+        whose ``m.load_state_dict(...)`` follows in the same body is a module the pipeline builds
+        itself: built under ``F.lazy()`` and the model's ``default_dtype``, as the V3 base builds
+        what ``_instantiate_module`` returns."""
+        code = source(func.body)
+        if not isinstance(func.body, cst.IndentedBlock) or "load_state_dict" not in code or "Graph" in code:
+            return func  # (a method that still builds a V2 Graph/GraphSpec is left as it is, with its TODOs)
+        stmts = list(func.body.body)
+        loaded = {source(c.func.value) for s in stmts if isinstance(c := getattr(_small(s), "value", None), cst.Call)
+                  and isinstance(c.func, cst.Attribute) and c.func.attr.value == "load_state_dict"}
+        changed = False
+        for i, stmt in enumerate(stmts):
+            small = _small(stmt)
+            target = (small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1
+                      else small.target if isinstance(small, cst.AnnAssign) else None)
+            value = getattr(small, "value", None)
+            if target is None or source(target) not in loaded or not isinstance(value, cst.Call):
+                continue
+            first = value.args[0].value if value.args and value.args[0].keyword is None else None
+            config = source(first) if isinstance(first, cst.Name | cst.Attribute) and self_attr(first) is None else None
+            stmts[i] = self._built_lazily(stmt, config)
+            self.rewrote(stmt, "MV382", f"{func.name.value}: {source(target)} built under F.lazy() and the model's "
+                         "default_dtype, as the V3 base builds its module")
+            changed = True
+        return func.with_changes(body=func.body.with_changes(body=stmts)) if changed else func
 
     def _v2_pipeline_base(self, base: cst.BaseExpression) -> bool:
         """``base`` is a V2 architecture package's class (``max.pipelines.architectures.llama3.model.X``,
@@ -488,7 +522,7 @@ class PipelineModels(Codemod):
                     else:
                         out.append(replaced)
                     continue
-                out.append(self._in_method(stmt, kv, towers[0].attributes if towers else None))
+                out.append(self._loaded_modules_built_lazily(self._in_method(stmt, kv, towers[0].attributes if towers else None)))
                 continue
             out.append(stmt)
         if dropped and "self.state_dict" in self.state.source and any("self.state_dict" in source(s) for s in out):

@@ -150,3 +150,16 @@ def test_v2_library_modules_are_v2_modules_and_no_v3_ones() -> None:
         module, name = qualname.rsplit(".", 1)
         cls = getattr(importlib.import_module(module), name)
         assert issubclass(cls, ModuleV2) and not issubclass(cls, ModuleV3), qualname
+
+
+def test_dropped_load_keywords_are_v2_only() -> None:
+    """The ``load_state_dict`` keywords apply drops are V2's and not V3's."""
+    from max.experimental.nn import Module as ModuleV3
+    from max.nn.layer import Module as ModuleV2
+
+    from codemods.graph_compile import _V2_LOAD_KEYWORDS
+
+    v2 = inspect.signature(ModuleV2.load_state_dict).parameters
+    v3 = inspect.signature(ModuleV3.load_state_dict).parameters
+    for keyword in _V2_LOAD_KEYWORDS:
+        assert keyword in v2 and keyword not in v3, keyword
