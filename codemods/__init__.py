@@ -16,6 +16,7 @@ from codemods.batch_processors import BatchProcessors
 from codemods.containers import Containers
 from codemods.dead_locals import DeadLocals
 from codemods.dependencies import Dependencies, SiblingCalls
+from codemods.dtype_scopes import DtypeScopes
 from codemods.graph_compile import GraphCompile
 from codemods.identical_branches import IdenticalBranches
 from codemods.import_order import ImportOrder, NeutralImportOrder
@@ -51,6 +52,7 @@ ORDER: list[type[Codemod]] = [
     TiedEmbeddings,  # MV363: tied lm_head → embed_tokens.weight.T in forward()
     KeywordDicts,  # MV346: a local dict of V2 layer keywords splatted into calls → keywords in each call
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
+    DtypeScopes,  # MV342: a layer V2 built in a dtype of its own (no norm) → its statement under default_dtype
     LayerCalls,  # MV342: calls of layers whose V3 forward takes fewer arguments (signal_buffers go; one Tensor, not a list)
     Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module
     Containers,  # MV35x: LayerList/Sequential

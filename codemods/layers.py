@@ -32,8 +32,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.args import Bound, as_keyword, bind, new_keyword, relayout, self_attr, source, without
-from codemods.base import Codemod, FileState, TransformContext, imports_siblings, nodes_of
+from codemods.base import (
+    Codemod,
+    FileState,
+    TransformContext,
+    imports_siblings,
+    nodes_of,
+)
 from codemods.dead_locals import pure_expression
+from codemods.dtype_scopes import DtypeScope, dtype_scopes
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     ATTRIBUTE_RENAMES,
@@ -212,6 +219,8 @@ class LayerConstructors(Codemod):
         self.kwargs_calls: dict[int, tuple[str, str]] = {}
         #: id of an ``A if c else B`` factory binding → the branch ("body"/"orelse") whose V3 class builds both
         self.collapse: dict[int, str] = {}
+        #: ids of the enclosing (original) simple statements: where a dropped dtype is scoped (DtypeScopes)
+        self.statements: list[int] = []
 
     # --- factory bookkeeping -------------------------------------------------
 
@@ -439,6 +448,15 @@ class LayerConstructors(Codemod):
         return new.with_changes(func=updated.func)
 
     # --- the loop a layer is built in (V2 passed ``layer_idx`` at call time) ---
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statements.append(id(node))
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        self.statements.pop()
+        return updated
 
     def visit_For(self, node: cst.For) -> None:
         self.loops.append(_loop_index(node))
@@ -846,15 +864,19 @@ class LayerConstructors(Codemod):
             if _dropped(spec, name):
                 value = source(arg.value)
                 if name == "dtype" and _PINNED_DTYPE.search(value):
-                    self.todo(
-                        "MV342",
+                    text = (
                         f"{v2}(dtype={value}) dropped: V3 weights take default_dtype; where {value} "
                         "differs from the model dtype: a norm (V2 cast its weight to the input's dtype, V3 "
                         "does not, and mixed dtypes do not compile) keeps the model dtype and its checkpoint "
                         "weights are cast (in the weight adapter, or loaded with auto_cast=True as "
                         f"MODULAR_AUTO_CAST_WEIGHTS allows); a layer computing in {value} is built under "
-                        f"default_dtype({value})",
+                        f"default_dtype({value})"
                     )
+                    self.todo("MV342", text)
+                    if self.statements:
+                        # a layer that is no norm: DtypeScopes builds its statement under default_dtype(value)
+                        eligible = not factory and not self.in_partial and "Norm" not in v2 and not source(original.func).endswith("__init__")
+                        dtype_scopes(self.state).setdefault(self.statements[-1], DtypeScope()).add(text, value if eligible else None)
                 notes.append(f"dropped {name}")
                 continue
             if name in spec.unsupported:

@@ -290,8 +290,8 @@ class PipelineModels(Codemod):
             first = value.args[0].value if value.args and value.args[0].keyword is None else None
             config = source(first) if isinstance(first, cst.Name | cst.Attribute) and self_attr(first) is None else None
             stmts[i] = self._built_lazily(stmt, config)
-            self.rewrote(stmt, "MV382", f"{func.name.value}: {source(target)} built under F.lazy() and the model's "
-                         "default_dtype, as the V3 base builds its module")
+            self.rewrote(self._original_method(func), "MV382", f"{func.name.value}: {source(target)} built under F.lazy() "
+                         "and the model's default_dtype, as the V3 base builds its module")
             changed = True
         return func.with_changes(body=func.body.with_changes(body=stmts)) if changed else func
 
@@ -532,6 +532,12 @@ class PipelineModels(Codemod):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
 
+    def _original_method(self, func: cst.FunctionDef) -> cst.FunctionDef:
+        """The method of this name in the original class (a rewrite is reported at its line), else ``func``."""
+        cls = self._original_class
+        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        return next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == func.name.value), func)
+
     def _graph_body(self, func: cst.FunctionDef, body: list[cst.BaseStatement]) -> list[cst.BaseStatement] | None:
         """``_build_graph_for_compile`` → ``_instantiate_module`` (+ the input types hook, + ``_prepare_state_dict``),
         its graph body → the ``forward`` of a root subclass put before the class (``codemods.graph_body``)."""
@@ -541,9 +547,7 @@ class PipelineModels(Codemod):
         if new is None:
             return None
         self.flat_roots[self._class_name] = new.subclass
-        cls = self._original_class
-        body_of = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
-        func = next((s for s in body_of if isinstance(s, cst.FunctionDef) and s.name.value == METHOD), func)  # (its line)
+        func = self._original_method(func)
         self.rewrote(func, "MV383", f"{METHOD} → _instantiate_module; its V2 graph body → the forward of {new.subclass.name.value}")
         self.rewrote(func, "MV380", "Graph(...) → the V3 base builds the root under F.lazy() and compiles it with its input types")
         self.rewrote(func, "MV381", "weights_registry → the V3 base compiles with weights=state_dict")
