@@ -48,6 +48,7 @@ from migrate_v3.knowledge.layers import (
     FACTORY_BUILT,
     FACTORY_BUILT_BY_V2,
     FUNCTIONS,
+    KEY_KEEPERS,
     LAYERS,
     NO_V3_CLASS,
     OPTIONAL_ATTRIBUTES,
@@ -912,7 +913,10 @@ class LayerConstructors(Codemod):
                 self.todo("MV342", f"{v3_name}: {why}")
         for v3, why in spec.key_changes.items():
             if v3 in new and _literal(source(new[v3].value)) != _literal("False"):
-                self.todo("MV362", f"{v3_name}({v3}=...): {why}")
+                if v2 in KEY_KEEPERS and not factory and func is None and v3_name == spec.v3_name:
+                    func = self._key_keeper(original, spec, v3, why)
+                else:
+                    self.todo("MV362", f"{v3_name}({v3}=...): {why}")
         if (
             spec.caveat
             and not factory
@@ -924,6 +928,17 @@ class LayerConstructors(Codemod):
         func = func or self._ref(original.func, v3_module or spec.v3_module, v3_name)
         self.rewrote(original, "MV340", f"{v2}(...) → {v3_name}(...) keywords" + (f" ({', '.join(notes)})" if notes else ""))
         return updated.with_changes(func=func, args=relayout(updated.args, ordered))
+
+    def _key_keeper(self, original: cst.Call, spec: LayerSpec, arg: str, why: str) -> cst.BaseExpression:
+        """The class ``KEY_KEEPERS`` emits into the module for ``spec``: V3's layer under V2's weight names."""
+        name, code = KEY_KEEPERS[spec.v2_name]
+        self.state.import_name(spec.v3_module, spec.v3_name)
+        self.state.import_name("max.experimental.nn", "Module")
+        self.state.import_name(_TENSOR_MODULE, "Tensor")
+        self.state.import_name("typing", "Any")
+        self.state.helpers[name] = code
+        self.rewrote(original, "MV362", f"{spec.v3_name}({arg}=...) → {name}: {why.split(':')[0]}; it keeps V2's names")
+        return cst.Name(name)
 
     def _rmsnorm(self, original: cst.Call, updated: cst.Call, bound: Bound) -> cst.BaseExpression:
         spec = LAYERS["RMSNorm"]

@@ -448,6 +448,45 @@ class {RMSNORM_HELPER_NAME}(RMSNorm):
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(x, self.weight, self.eps, multiply_before_cast=True)
 '''
+#: A V3 layer that names some weights apart from V2 (``LayerSpec.key_changes``) → the class emitted into
+#: the module that keeps V2's names (the checkpoint needs no rename), and the V3 names it keeps them for.
+#: ``AttentionWithRope(use_qk_norm=True)``: V3 holds ``q_norm_weight``/``k_norm_weight`` where V2's
+#: ``RMSNorm`` children held ``q_norm.weight``/``k_norm.weight``; its forward reads the properties.
+KEY_KEEPERS: dict[str, tuple[str, str]] = {
+    "AttentionWithRope": ("AttentionWithRopeV2Names", """
+
+class QKNormWeight(Module[..., Any]):
+    \"\"\"One q/k norm weight of an AttentionWithRopeV2Names, named as the checkpoint names it
+    (``q_norm.weight``); added by migrate-v3.\"\"\"
+
+    def __init__(self, weight: Tensor) -> None:
+        super().__init__()
+        self.weight = weight
+
+
+class AttentionWithRopeV2Names(AttentionWithRope):
+    \"\"\"V3 AttentionWithRope whose q/k norm weights keep V2's names (``q_norm.weight``, ``k_norm.weight``;
+    V3's own are ``q_norm_weight``, ``k_norm_weight``), so V2's checkpoint keys load as they are; added by
+    migrate-v3.\"\"\"
+
+    @property
+    def q_norm_weight(self) -> Tensor:
+        return self.q_norm.weight
+
+    @q_norm_weight.setter
+    def q_norm_weight(self, weight: Tensor) -> None:
+        self.q_norm = QKNormWeight(weight)
+
+    @property
+    def k_norm_weight(self) -> Tensor:
+        return self.k_norm.weight
+
+    @k_norm_weight.setter
+    def k_norm_weight(self, weight: Tensor) -> None:
+        self.k_norm = QKNormWeight(weight)
+"""),
+}
+
 #: Any other ``RMSNorm(weight_offset=…, multiply_before_cast=…)`` (``(1, False)``, a value only known at
 #: run time), or one whose ``dtype=`` is pinned (``norm_dtype``, ``DType.float32``): V3 has no class for
 #: it, so this one is emitted into the module; it takes the V2 arguments as keywords, with V2's
