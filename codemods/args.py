@@ -45,6 +45,13 @@ def bind(call: cst.Call, positional: Sequence[str], kwonly: Sequence[str] = ()) 
     return Bound(args, order)
 
 
+def small_statement(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    """The one small statement of a simple statement line (``x = 1``), else None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return stmt.body[0]
+    return None
+
+
 def self_attr(node: cst.BaseExpression | None) -> str | None:
     """``X`` for ``self.X``, else None."""
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":

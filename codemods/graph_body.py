@@ -36,6 +36,7 @@ from typing import cast
 
 import libcst as cst
 
+from codemods.args import small_statement as _small
 from codemods.args import source
 from codemods.base import TODO_PREFIX, nodes_of
 
@@ -55,12 +56,6 @@ class GraphBody:
     todos: list[str] = field(default_factory=list)
     #: rule codes of the graph body's TODOs that the move made untrue (``.tensor``, unflatten in forward)
     resolved: set[str] = field(default_factory=set)
-
-
-def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        return stmt.body[0]
-    return None
 
 
 class _Names(cst.CSTVisitor):

@@ -26,6 +26,7 @@ from typing import Any
 
 import libcst as cst
 
+from codemods.args import small_statement as _small
 from codemods.args import source
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 from codemods.resolve import dotted
@@ -35,12 +36,6 @@ V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
 
 
-
-
-def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        return stmt.body[0]
-    return None
 
 
 def _is_docstring(stmt: cst.CSTNode) -> bool:

@@ -35,6 +35,7 @@ from typing import cast
 import libcst as cst
 
 from codemods.args import self_attr, source
+from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
 from codemods.graph_body import METHOD, graph_body, insert_subclasses
@@ -64,12 +65,6 @@ _V2_LOAD = frozenset({"load_graphs", "compile_graphs", "init_graphs", "_build_gr
 _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
 
 
-
-
-def _small(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        return stmt.body[0]
-    return None
 
 
 def _is_import(stmt: cst.CSTNode) -> bool:

@@ -7,6 +7,7 @@ imports its siblings relatively, so they must sit in one package).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,3 +50,15 @@ def migrated_archs(
         sys.path.remove(str(root))
         for mod in [m for m in sys.modules if m.split(".")[0] == package]:
             del sys.modules[mod]
+
+
+def load_module(name: str, code: str, directory: Path) -> ModuleType:
+    """``code`` written to ``directory/<name>.py`` and imported as the top-level module ``name``."""
+    path = directory / f"{name}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -7,14 +7,13 @@ model built in another dtype. Checked on the real classes, no compile: the V3 mo
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from migrate_v3.pipeline import transform_source
 from migrate_v3.verify import sides
+from tests.migrated_archs import load_module
 
 V2 = '''\
 from max.dtype import DType
@@ -36,15 +35,6 @@ class Block(Module):
 '''
 
 
-def _load(path: Path, name: str) -> object:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.needs_max
 def test_a_layer_in_its_own_dtype_keeps_it_in_a_model_of_another(tmp_path: Path) -> None:
     from max.dtype import DType
@@ -53,10 +43,8 @@ def test_a_layer_in_its_own_dtype_keeps_it_in_a_model_of_another(tmp_path: Path)
 
     migrated = transform_source(V2).code
     assert "with default_dtype(gate_dtype):" in migrated and "TODO(migrate-v3): MV342 Linear(dtype=" not in migrated
-    (tmp_path / "v2_block.py").write_text(V2)
-    (tmp_path / "v3_block.py").write_text(migrated)
-    v2 = _load(tmp_path / "v2_block.py", "dtype_scopes_v2_block")
-    v3 = _load(tmp_path / "v3_block.py", "dtype_scopes_v3_block")
+    v2 = load_module("dtype_scopes_v2_block", V2, tmp_path)
+    v3 = load_module("dtype_scopes_v3_block", migrated, tmp_path)
 
     block2 = v2.Block(8, DType.bfloat16, DType.float32)  # type: ignore[attr-defined]
     with F.lazy(), default_dtype(DType.bfloat16):  # (the model's dtype, as the V3 pipeline builds it)

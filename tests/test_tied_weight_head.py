@@ -4,28 +4,15 @@ is V2's ``ColumnParallelLinear(tied_weight=E.weight)`` by definition (one weight
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from migrate_v3.pipeline import transform_source
+from tests.migrated_archs import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = ROOT / "fixtures" / "tied_embeddings" / "tied_weight.input.py"
-
-
-def _load(name: str, code: str, tmp_path: Path) -> ModuleType:
-    path = tmp_path / f"{name}.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -36,8 +23,8 @@ def test_a_tied_weight_head_has_v2s_weight_names_and_stages(tmp_path: Path, tie:
     from max.experimental.tensor import TensorType
     from max.graph import DeviceRef
 
-    v2 = _load(f"tied_v2_{tie}", CASE.read_text(), tmp_path)
-    v3 = _load(f"tied_v3_{tie}", transform_source(CASE.read_text()).code, tmp_path)
+    v2 = load_module(f"tied_v2_{tie}", CASE.read_text(), tmp_path)
+    v3 = load_module(f"tied_v3_{tie}", transform_source(CASE.read_text()).code, tmp_path)
 
     names2 = sorted(v2.LM(16, 8, tie, True, [DeviceRef.CPU()]).state_dict())
     with F.lazy():
@@ -63,7 +50,7 @@ def test_a_tied_head_computes_with_the_compiled_weights(tmp_path: Path) -> None:
     from max.experimental.tensor import TensorType
     from max.graph import DeviceRef
 
-    v3 = _load("tied_v3_compiled", transform_source(CASE.read_text()).code, tmp_path)
+    v3 = load_module("tied_v3_compiled", transform_source(CASE.read_text()).code, tmp_path)
     with F.lazy():
         model = v3.LM(vocab=16, hidden=8, tie=True, last=True, devices=[DeviceRef.CPU()])
     model.to(CPU())
