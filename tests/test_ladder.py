@@ -295,6 +295,33 @@ def test_a_checkpoint_name_is_found_for_an_adapter_that_inserts_a_segment(tmp_pa
     assert names == {"model.layers.0.mlp.gate.weight": ((4, 8), "float32")}
 
 
+def test_a_checkpoint_name_is_found_for_an_adapter_that_maps_the_layer_after_the_last_onto_a_module(
+    tmp_path: Path
+) -> None:
+    """DeepSeek-V3's MTP layer is ``model.layers.{num_hidden_layers}`` in the checkpoint; the
+    adapter maps it to ``draft.decoder_layer`` (and every other layer under ``target.``)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild
+
+    hf = SimpleNamespace(num_hidden_layers=2)
+
+    def adapter(state_dict: dict[str, Any], huggingface_config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        mtp = f"layers.{huggingface_config.num_hidden_layers}."
+        out = {}
+        for k, v in state_dict.items():
+            name = k.removeprefix("model.")
+            out[f"draft.decoder_layer.{name[len(mtp):]}" if name.startswith(mtp) else f"target.{name}"] = v.data()
+        return out
+
+    v2: archbuild.Signature = {"draft.decoder_layer.self_attn.kv_a_layernorm.weight": ((16,), "float32"),
+                               "target.layers.1.mlp.gate.weight": ((4, 8), "float32")}
+    names = archbuild.checkpoint_names((adapter, None), v2, {}, None, hf, tmp_path)
+    assert names == {"layers.2.self_attn.kv_a_layernorm.weight": ((16,), "float32"),
+                     "layers.1.mlp.gate.weight": ((4, 8), "float32")}
+
+
 def test_a_pipeline_that_converts_its_weights_itself_gets_a_checkpoint_its_conversions_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,6 +354,45 @@ def test_a_pipeline_that_converts_its_weights_itself_gets_a_checkpoint_its_conve
     names = archbuild.checkpoint_names((adapter, adapter), v2, {}, None, None, tmp_path)
     assert names == {"language_model.embed_tokens.weight": ((4, 8), "float32")}
     assert archbuild.internal_adapter(SimpleNamespace(pipeline_model=archbuild.Checkpoint)) is None
+
+
+def test_a_convolution_its_load_path_flattens_itself_is_given_as_one_in_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """internvl's load path converts its vision weights itself, flattening the patch embedding's
+    Conv2d weight (it unpacks 4 axes): a 2-axis weight makes that conversion raise, which the
+    union of the package's conversions must not take for "not a checkpoint name"."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+
+    package = tmp_path / "conv_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("class ConvModel:\n    pass\n")
+    (package / "weight_adapters.py").write_text(
+        "from types import SimpleNamespace\n\n"
+        "def convert_language_state_dict(state_dict, **unused):\n"
+        "    return {k.removeprefix('language_model.'): v.data() for k, v in state_dict.items()\n"
+        "            if k.startswith('language_model.')}\n\n"
+        "def convert_vision_state_dict(state_dict, **unused):\n"
+        "    out = {}\n"
+        "    for k, v in state_dict.items():\n"
+        "        if k.startswith('language_model.'):\n"
+        "            continue\n"
+        "        o, i, h, w = v.data().shape\n"
+        "        out[k.removeprefix('vision_model.')] = SimpleNamespace(shape=(o, i * h * w), dtype='float32')\n"
+        "    return out\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from conv_pkg.model import ConvModel  # type: ignore[import-not-found]
+
+    adapter = archbuild.internal_adapter(SimpleNamespace(pipeline_model=ConvModel))
+    assert adapter is not None
+    v2: archbuild.Signature = {"embeddings.patch_embedding.weight": ((8, 12), "float32")}
+    names = archbuild.checkpoint_names((adapter, None), v2, {}, None, None, tmp_path)
+    assert names == {"embeddings.patch_embedding.weight": ((8, 12, 1, 1), "float32")}
+    assert adapter({}) == {}  # (nothing given: nothing refused)
 
 
 def test_a_pipeline_model_that_builds_none_of_its_packages_modules_is_a_placeholder() -> None:
@@ -498,6 +564,8 @@ def test_an_architecture_that_builds_only_quantized_gets_an_fp8_checkpoint(
     assert built2.roots and ckpt.encoding == "float8_e4m3fn" and seen[-1] == "float8_e4m3fn"
     assert ckpt.hf_config.quantization_config == tiny.FP8_BLOCK_SCALED
     assert pair.read["weight_scale_inv"] == ((1,), "float32")  # its parser reads the scales' dtype
+    assert pair.read["layers.0.mlp.down_proj.weight_scale"] == ((1,), "float32")  # and which layers have them
+    assert "layers.0.mlp.down_proj.weight_scale" in pair.placeholders  # (the roots' real ones follow)
     bf16_only = _Pair(SimpleNamespace(supported_encodings=["bfloat16"], default_encoding="bfloat16"), None,
                       ("p",), (), tmp_path, "p.y")
     _, built, _ = bf16_only.first_pass(archbuild.tiny_checkpoint("LlamaForCausalLM", "llama3", tmp_path / "c2"))
@@ -634,6 +702,65 @@ def test_a_stand_in_weight_whose_shape_the_load_path_unpacks_gets_the_rank_it_wa
     assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 5, got 1)")) == 5
     assert _unpacked_rank(stopped("ValueError: not enough values to unpack (expected 3, got 2)")) is None
     assert _unpacked_rank(stopped("KeyError: 'q'")) is None
+
+
+def test_a_stand_in_weight_the_module_declares_in_another_shape_gets_that_shape() -> None:
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _declared_shape, _Pair
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/layer.py:796"))
+
+    error = ("ValueError: Value provided to weight 'layers.0.self_attn.kv_a_layernorm.weight' had different "
+             "shape (expected=[Dim(16)], actual=[Dim(1)])")
+    assert _declared_shape(stopped(error)) == ("layers.0.self_attn.kv_a_layernorm.weight", (16,))
+    assert _declared_shape(stopped("KeyError: 'q'")) is None
+    pair = _Pair(None, None, (), (), Path("."), "x")
+    pair.read = {"language_model.layers.0.self_attn.kv_a_layernorm.weight": ((1,), "bfloat16"),
+                 "e_score_correction_bias": ((1,), "float32")}
+    assert pair._reshaped(stopped(error))  # the stand-in under a prefix the load path strips
+    assert pair.read["language_model.layers.0.self_attn.kv_a_layernorm.weight"] == ((16,), "bfloat16")
+    assert not pair._reshaped(stopped(error))  # already that shape
+    assert pair.read["e_score_correction_bias"] == ((1,), "float32")
+
+
+def test_a_weight_the_load_path_still_misses_is_given_under_the_prefixes_it_keeps_names_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """unified_mtp_glm5_2's load path keeps only ``target.*`` (and ``draft.*``) names, the prefix
+    stripped: a weight it reads before building is given under each prefix in turn, the ones
+    before kept (its draft reads its own copy)."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    (tmp_path / "split_pkg.py").write_text(
+        "class Base:\n    pass\n\n"
+        "class Split(Base):\n"
+        "    def load(self, raw):\n"
+        "        draft = {k[6:]: v for k, v in raw.items() if k.startswith('draft.')}\n"
+        "        return {k[7:]: v for k, v in raw.items() if k.startswith('target.')}, draft\n"
+        "    def other(self, name):\n"
+        "        return name.startswith('not a prefix')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from split_pkg import Split  # type: ignore[import-not-found]
+
+    assert archbuild.load_path_prefixes(Split) == ("draft.", "target.")
+
+    def stopped(error: str) -> archbuild.Built:
+        return archbuild.Built("v2", "X", failure=archbuild.Failure("load path", error, "/x/model.py:132"))
+
+    pair = _Pair(SimpleNamespace(pipeline_model=Split), None, (), (), tmp_path, "x")
+    missing = stopped("KeyError: 'layers.0.norm.weight'")
+    assert not pair._prefixed(missing)  # not given yet: the plain name comes first
+    pair.read["layers.0.norm.weight"] = ((1,), "float32")
+    assert pair._prefixed(missing) and "draft.layers.0.norm.weight" in pair.read
+    assert pair._prefixed(missing)
+    assert {"draft.layers.0.norm.weight", "target.layers.0.norm.weight"} <= set(pair.read) and (
+        pair.placeholders == {"draft.layers.0.norm.weight", "target.layers.0.norm.weight"})
+    assert not pair._prefixed(missing)  # every prefix tried
 
 
 def test_a_root_traces_with_the_v2_graph_holding_its_weights_when_the_pipelines_types_are_for_another() -> None:

@@ -251,6 +251,49 @@ def test_a_missing_field_is_added_where_the_error_says_with_a_value_that_follows
     assert composite.vision_config.rope_theta == 10000.0 and "rope_theta" not in vars(composite)
 
 
+def test_a_decoder_config_a_draft_reads_under_its_own_name_is_the_language_tower() -> None:
+    """A speculators draft reads its layers' geometry from ``transformer_layer_config``, and says
+    it is missing without quoting the name: it is the config's language tower (its ``text_config``
+    when it has one, else the flat config itself)."""
+    found = tiny.missing_field("ValueError: DSpark speculators config is missing transformer_layer_config.")
+    assert found == ("", ("transformer_layer_config",), None)
+    assert tiny.missing_field("ValueError: the config is missing a value") is None  # no field's name
+    reads = tiny.ConfigReads()
+    composite = tiny.tiny_hf_config("gemma4")
+    assert tiny.fill_missing(composite, "", ("transformer_layer_config",), reads) is not None
+    layers = composite.transformer_layer_config
+    assert type(layers) is type(composite.text_config) and layers is not composite.text_config
+    assert layers.vocab_size == 256 and layers.num_hidden_layers == 2
+    flat = tiny.tiny_hf_config("llama")
+    assert tiny.fill_missing(flat, "", ("transformer_layer_config",), reads) is not None
+    assert flat.transformer_layer_config.hidden_size == 64
+    assert not any(k.endswith("_config") for k in vars(flat.transformer_layer_config))
+    other = tiny.tiny_hf_config("llama")  # a tower of another kind is not the decoder
+    assert tiny.fill_missing(other, "", ("audio_config",), reads) is None
+
+
+def test_a_field_the_load_path_refuses_as_zero_is_missing_and_gets_its_tiny_value() -> None:
+    error = ("ValueError: DSpark draft_vocab_size must be in (0, vocab_size]. Got draft_vocab_size=0 "
+             "vocab_size=256.")
+    assert tiny.missing_field(error) == ("", ("draft_vocab_size",), None)
+    assert tiny.missing_field("ValueError: DSpark block_size must be >= 2, got 1.") is None  # a value, not none
+    config = tiny.tiny_hf_config("llama")
+    assert tiny.fill_missing(config, "", ("draft_vocab_size",), tiny.ConfigReads()) == "draft_vocab_size=256"
+    error = ("ValueError: DSpark aux_hidden_state_layer_ids use the vLLM eagle convention (input of target "
+             "layer j) and must all be >= 1. Got (0, 1).")
+    assert tiny.missing_field(error) == ("", ("aux_hidden_state_layer_ids",), tiny.Without(0))
+    composite = tiny.tiny_hf_config("gemma4")  # (its towers lack the field: the config itself has it)
+    composite.aux_hidden_state_layer_ids = [0, 1]
+    assert tiny.fill_missing(composite, "", ("aux_hidden_state_layer_ids",), tiny.ConfigReads(),
+                             wanted=tiny.Without(0))
+    assert composite.aux_hidden_state_layer_ids == [1, 2]  # as many ids, none 0
+
+
+def test_an_fp8_checkpoint_has_a_scale_for_each_layers_mlp_as_its_load_path_names_it() -> None:
+    assert tiny.fp8_scale_names() == ["layers.0.mlp.down_proj.weight_scale", "layers.1.mlp.down_proj.weight_scale"]
+    assert tiny.fp8_scale_names(renamed=False, layers=1) == ["layers.0.mlp.down_proj.weight_scale_inv"]
+
+
 def test_derived_fields_follow_the_widths_of_their_config() -> None:
     config = tiny.tiny_hf_config("llama")
     assert tiny.derived("mrope_section", config) == (True, [2, 3, 3])  # head_dim 16: 8 rotary pairs

@@ -899,11 +899,14 @@ def write_weights(path: Path, names: Signature, seed: int | None = None) -> Any:
 def internal_adapter(entry: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """The conversions a pipeline that registers no weight adapter runs in its own load path
     (gemma4's ``convert_safetensor_language_state_dict`` and ``..._vision_...``: functions of its
-    package's ``weight_adapters`` module taking one state dict), as one adapter of their union, so
+    package's ``weight_adapters`` module taking one state dict, and any ``**kwargs``), as one adapter of their union, so
     the checkpoint the ladder writes has the names they read (None: the package has none).
 
     A conversion that raises on some names (it expects another part of the checkpoint with them)
-    adds nothing for them; the others still map theirs."""
+    adds nothing for them; the others still map theirs. When none maps anything and one raised,
+    the union raises that: the names are the refusing conversion's, in a shape it refuses (a
+    convolution's weight given in a ``Linear``'s 2 axes), so :func:`checkpoint_names` tries them in
+    another (:func:`_kernel_shape`) instead of taking "maps to nothing" for "not a checkpoint name"."""
     import importlib
 
     pipeline_model = getattr(entry, "pipeline_model", None)
@@ -916,16 +919,22 @@ def internal_adapter(entry: Any) -> Callable[[dict[str, Any]], dict[str, Any]] |
         f for n, f in sorted(vars(module).items() if module is not None else ())
         if inspect.isfunction(f) and f.__module__ == getattr(module, "__name__", None)
         and n.startswith("convert_") and n.endswith("state_dict")
-        and len([p for p in inspect.signature(f).parameters.values() if p.default is p.empty]) == 1
+        and len([p for p in inspect.signature(f).parameters.values() if p.default is p.empty
+                 and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]) == 1  # (``**unused_kwargs`` too)
     ]
     if not conversions:
         return None
 
     def adapter(state_dict: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        refused: Exception | None = None
         for convert in conversions:
-            with contextlib.suppress(Exception):
+            try:
                 out.update(convert(state_dict))
+            except Exception as exc:  # noqa: BLE001 - the others still map theirs
+                refused = refused or exc
+        if refused is not None and not out and state_dict:
+            raise refused  # none maps them and one refused them: theirs, in a shape it refuses
         return out
 
     return adapter
@@ -978,6 +987,28 @@ def adapter_prefixes(*adapters: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def load_path_prefixes(cls: type | None) -> tuple[str, ...]:
+    """The dotted prefixes a pipeline model's load path keeps names under: the string constants
+    its modules (those of ``cls`` and of its bases) test names with (``k.startswith("target.")``),
+    in the order first met. A load path that keeps only ``target.*`` names (and strips the prefix)
+    reads ``layers.0.x.weight`` from the checkpoint's ``target.layers.0.x.weight``."""
+    import ast
+
+    found: list[str] = []
+    for klass in getattr(cls, "__mro__", ()):
+        module = sys.modules.get(getattr(klass, "__module__", ""))
+        try:
+            tree = ast.parse(inspect.getsource(module)) if module is not None else None
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
+                    and len(node.args) == 1 and isinstance(arg := node.args[0], ast.Constant)
+                    and isinstance(arg.value, str) and re.fullmatch(r"[A-Za-z_]\w*(\.\w+)*\.", arg.value)):
+                found.append(arg.value)
+    return tuple(dict.fromkeys(found))
+
+
 def adapter_renames(*adapters: Any) -> tuple[tuple[str, str], ...]:
     """The (before, after) name parts the adapters' modules map in a dict literal
     (``{"weight_scale_inv": "weight_scale"}``): a weight named with ``after`` may be read from a
@@ -1009,6 +1040,26 @@ def _segment_dropped(key: str, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) 
     parts = key.split(".")
     shorter = [".".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts) - 1)]
     return list(dict.fromkeys(n for k in shorter for n in _candidates(k, prefixes)))
+
+
+def _layer_numbered(key: str, depth: int, prefixes: tuple[str, ...] = CHECKPOINT_PREFIXES) -> list[str]:
+    """Checkpoint names that may be ``key`` when an adapter maps a numbered layer onto a module of
+    its own (DeepSeek-V3's multi-token-prediction layer is ``layers.{num_hidden_layers}`` in the
+    checkpoint, ``draft.decoder_layer`` in MAX): ``key``'s first one or two segments replaced by
+    ``layers.{depth}`` (the layer after the decoder's last), under each prefix."""
+    parts = key.split(".")
+    tails = [".".join(parts[i:]) for i in (1, 2) if i < len(parts) - 1]
+    return list(dict.fromkeys(f"{p}layers.{depth}.{t}" for t in tails for p in prefixes))
+
+
+def _depth_of(hf: Any) -> int:
+    """The decoder's layer count of a Hugging Face config (its ``num_hidden_layers``, or its
+    ``text_config``'s), else :data:`tiny.LAYERS`."""
+    for config in (hf, getattr(hf, "text_config", None)):
+        value = getattr(config, "num_hidden_layers", None) if config is not None else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return tiny.LAYERS
 
 
 def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -1083,6 +1134,10 @@ def checkpoint_names(adapters: tuple[Any, Any], v2: Signature, v3: Signature, pc
             shorter = _segment_dropped(key, probe.prefixes)
             probe.ensure([(n, shape, dtype) for n in shorter])
             found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf, shorter)
+        if not found and adapter2 is not None:  # the adapter names a numbered layer (an MTP layer)
+            numbered = _layer_numbered(key, _depth_of(hf), probe.prefixes)
+            probe.ensure([(n, shape, dtype) for n in numbered])
+            found = _preimages(probe, adapter2, key, (shape, dtype), pc, hf, numbered)
         renamed = [c.replace(after, before) for c in _candidates(key, probe.prefixes)
                    for before, after in renames if after in c and before not in c]
         if found and renamed:  # the adapter renames a part (weight_scale_inv -> weight_scale): its names too

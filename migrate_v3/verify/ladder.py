@@ -502,6 +502,9 @@ class _Pair:
     own2: set[str] = field(default_factory=set)
     #: V3 parameters no V2 weight accounts for (the checkpoint got them only for the V3 side)
     v3_only: set[str] = field(default_factory=set)
+    #: weight read before building -> the load path's prefixes (:func:`archbuild.load_path_prefixes`)
+    #: it was given under, the last one still being tried (:meth:`_prefixed`)
+    prefixed: dict[str, list[str]] = field(default_factory=dict)
 
     def _stand_in_dtype(self, ckpt: archbuild.Checkpoint) -> str:
         """The dtype of a weight read before building: the checkpoint's, bfloat16 in a float8 one
@@ -511,7 +514,8 @@ class _Pair:
 
     def _quantized(self, ckpt: archbuild.Checkpoint, built: archbuild.Built) -> archbuild.Checkpoint | None:
         """The checkpoint as an FP8 block-scaled one (:data:`tiny.FP8_BLOCK_SCALED`, float8
-        encoding, one weight scale), when a V2 load path that built nothing says it needs a
+        encoding, one weight scale, and one per layer's MLP: :func:`tiny.fp8_scale_names`, also under
+        each prefix its load path keeps names under, :func:`archbuild.load_path_prefixes`), when a V2 load path that built nothing says it needs a
         quantization config and the architecture supports float8; else None."""
         from migrate_v3.verify import tiny
 
@@ -525,8 +529,45 @@ class _Pair:
                            + (f", widths in whole blocks: {', '.join(widened)}" if widened else ""))
         ckpt = dataclasses.replace(ckpt.rewritten(self.directory / "fp8"), encoding="float8_e4m3fn")
         self.read["weight_scale_inv"] = ((1,), "float32")  # the parser reads the scales' dtype
+        prefixes = ("", *archbuild.load_path_prefixes(getattr(self.entry2, "pipeline_model", None)))  # (as it keeps names)
+        for name in [p + n for p in prefixes for n in tiny.fp8_scale_names(renamed=not self.adapter_first)]:
+            self.read[name] = ((1,), "float32")  # and which layers are quantized, read off the scales
+            self.placeholders.add(name)  # (the first pass's: the roots' real scales follow)
         ckpt, _ = ckpt.with_weights(self.read)
         return ckpt
+
+    def _prefixed(self, built: archbuild.Built) -> bool:
+        """Give a weight the load path still stops on for want of, though the checkpoint has it under
+        that name, under the next prefix its load path keeps names under
+        (:func:`archbuild.load_path_prefixes`: a load path that keeps only ``target.*`` names, the
+        prefix stripped); the ones given before stay (a target and its draft may each read it from
+        their own part). False when it is no such weight or every prefix was tried."""
+        name = _weight_read(built)
+        if name is None or name not in self.read:
+            return False
+        tried = self.prefixed.setdefault(name, [])
+        untried = [p for p in archbuild.load_path_prefixes(getattr(self.entry2, "pipeline_model", None)) if p not in tried]
+        if not untried:
+            return False
+        tried.append(untried[0])  # (the ones before stay: another part of the load path may read them)
+        self.read[untried[0] + name] = self.read[name]
+        self.placeholders.add(untried[0] + name)  # (the first pass's: the roots' real ones follow)
+        return True
+
+    def _reshaped(self, built: archbuild.Built) -> bool:
+        """Give a stand-in weight read before building (1 wide on every axis) the shape the module
+        that loads it declares, when its load stops on the shapes differing (:func:`_declared_shape`);
+        False when it names no such stand-in."""
+        found = _declared_shape(built)
+        if found is None:
+            return False
+        name, shape = found
+        stand_in = next((r for r, (s, _) in self.read.items() if (r == name or r.endswith("." + name))
+                         and s != shape and all(d == 1 for d in s)), None)
+        if stand_in is None:
+            return False
+        self.read[stand_in] = (shape, self.read[stand_in][1])
+        return True
 
     def _build2(self, ckpt: archbuild.Checkpoint, accelerator: bool) -> archbuild.Built:
         """The V2 side on a first-pass checkpoint (no adapter unless it insists on one)."""
@@ -572,7 +613,10 @@ class _Pair:
         each weight it stops on for want of (``KeyError: 'layers.0.norm.weight'``,
         read for its dtype) given as a 1-element tensor (:attr:`read`), up to 8 (of the
         rank the code then unpacks, when it does: :func:`_unpacked_rank`; a placeholder under a
-        prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only),
+        prefix it wants some tensor under, :func:`_wanted_prefix`, on this pass only; under the
+        prefixes its load path keeps names under, in turn, when it still stops on one the checkpoint
+        has, :meth:`_prefixed`; in the shape its module declares, when its load refuses the stand-in's,
+        :meth:`_reshaped`),
         and each config field it stops on for want of (``'XConfig' object has no
         attribute 'rope_theta'``) added to the tiny config (:attr:`filled`,
         :func:`tiny.fill_missing`: values derived as the tiny config's own are), and each
@@ -590,8 +634,8 @@ class _Pair:
                 retry = self._build2(ckpt, True)
             else:
                 retry = built2
-            while len(self.read) + len(self.filled) < 16:
-                if (name := _weight_read(retry)) and name not in self.read and len(self.read) < 8:
+            while len(set(self.read) - self.placeholders) + len(self.filled) < 16:
+                if (name := _weight_read(retry)) and name not in self.read and len(set(self.read) - self.placeholders) < 8:
                     self.read[name] = ((1,), self._stand_in_dtype(ckpt))
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (prefix := _wanted_prefix(retry)) and not any(r.startswith(prefix) for r in self.read):
@@ -601,6 +645,8 @@ class _Pair:
                 elif (rank := _unpacked_rank(retry)) and self.read and (last := list(self.read)[-1]) and (
                         self.read[last][0] == (1,)):
                     self.read[last] = ((1,) * rank, self.read[last][1])  # the code unpacks its shape
+                    ckpt, _ = ckpt.with_weights(self.read)
+                elif self._prefixed(retry) or self._reshaped(retry):
                     ckpt, _ = ckpt.with_weights(self.read)
                 elif (quantized := self._quantized(ckpt, retry)) is not None:
                     ckpt = quantized
@@ -755,6 +801,22 @@ def _weight_read(built: archbuild.Built) -> str | None:
         return quoted.group(1)
     found = re.fullmatch(r"[\w.]+\.\w+", text) or re.search(r"\b\w+_(weight|bias|scale)\b", text)
     return found.group(0) if found else None
+
+
+#: ``Value provided to weight 'a.b.weight' had different shape (expected=[Dim(16)], actual=[Dim(1)])``
+_DIFFERENT_SHAPE = re.compile(r"weight '(?P<name>[\w.]+)' had different shape \(expected=\[(?P<shape>[^\]]*)\]")
+
+
+def _declared_shape(built: archbuild.Built) -> tuple[str, tuple[int, ...]] | None:
+    """(weight name, the shape its module declares) of a load that stopped on a weight given in
+    another shape (``Value provided to weight 'x' had different shape (expected=[Dim(16)], ...)``)."""
+    if built.failure is None:
+        return None
+    found = _DIFFERENT_SHAPE.search(built.failure.message or built.failure.error)
+    if found is None:
+        return None
+    dims = re.findall(r"\d+", found.group("shape"))
+    return (found.group("name"), tuple(int(d) for d in dims)) if dims else None
 
 
 def _wanted_prefix(built: archbuild.Built) -> str | None:

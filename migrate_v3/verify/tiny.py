@@ -53,6 +53,7 @@ SMALL: dict[str, int] = {
     # vocabulary and positions
     "vocab_size": 256, "max_position_embeddings": 128, "original_max_position_embeddings": 128,
     "vocab_size_per_layer_input": 256,  # per-layer embeddings (Gemma 3n/4): one row per token id
+    "draft_vocab_size": 256,  # a speculative draft's (pruned) vocabulary: the whole tiny one
     # mixture of experts
     "n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
@@ -651,6 +652,16 @@ FP8_BLOCK_SCALED: dict[str, Any] = {"quant_method": "fp8", "fmt": "e4m3", "activ
                                     "weight_block_size": [128, 128]}
 
 
+def fp8_scale_names(renamed: bool = True, layers: int = LAYERS) -> list[str]:
+    """The weight scales an FP8 block-scaled checkpoint has for each layer's MLP (its
+    ``down_proj``), read before any module is built: which layers are quantized is found from them
+    (glm5_next's parser refuses a checkpoint declaring FP8 with none). ``renamed``: as MAX's layers
+    name them (``weight_scale``: the names a load path sees without its weight adapter, which
+    renames them), else as DeepSeek-V3's checkpoint does (``weight_scale_inv``)."""
+    suffix = "weight_scale" if renamed else "weight_scale_inv"
+    return [f"layers.{i}.mlp.down_proj.{suffix}" for i in range(layers)]
+
+
 @dataclasses.dataclass
 class ConfigReads:
     """What an architecture's code reads from its Hugging Face config, found statically.
@@ -1095,15 +1106,21 @@ def derived(name: str, config: Any) -> tuple[bool, Any]:
 
 
 #: What a load path says when the config lacks a field: ``'XConfig' object has no attribute 'f'``,
-#: ``f not found in huggingface_config``, ``missing ``a.b````; or wants one value of it:
-#: ``requires f=true``, ``expected ... f='x', got None``.
+#: ``f not found in huggingface_config``, ``missing ``a.b```` (or ``missing a_b``, a field's name as
+#: it is, not quoted); or wants one value of it:
+#: ``requires f=true``, ``expected ... f='x', got None``; or refuses its absence: ``f must be in (0, n].
+#: Got f=0``.
 _MISSING = (
     re.compile(r"AttributeError: '(?P<owner>\w+)' object has no attribute '(?P<path>\w+)'"),
     re.compile(r"\b(?P<path>\w+) (?:not found|is missing|missing) (?:in|from) (?:the )?"
                r"(?:hugging ?face|hf)_?config", re.IGNORECASE),
     re.compile(r"config (?:is missing|declares no) `+(?P<path>[\w.]+)`+", re.IGNORECASE),
+    re.compile(r"config (?:is missing|declares no) (?P<path>[a-z]\w*_\w*(?:\.\w+)*)\b", re.IGNORECASE),
     re.compile(r"\brequires (?P<path>\w+)=(?P<value>true|false)\b", re.IGNORECASE),
     re.compile(r"\b(?P<path>\w+)='(?P<value>[\w.-]+)', got None\b"),
+    # a field read with a default of none (0) that the code then refuses: ``x must be in (0, n]. Got x=0``
+    re.compile(r"\b(?P<path>[a-z]\w*) must be (?:in \(0\b|positive|> ?0\b|>= ?1\b)[^;]*?\bgot (?P=path)=(?:0|None)\b",
+               re.IGNORECASE),
 )
 
 
@@ -1149,18 +1166,25 @@ def _without(entries: list[Any], entry: Any) -> list[Any]:
 
 #: ``dflash_config.target_layer_ids must not contain 0``
 _MUST_NOT_CONTAIN = re.compile(r"\b(?P<path>\w+(?:\.\w+)?) must not contain (?P<entry>-?\d+)\b")
+#: ``aux_hidden_state_layer_ids use the vLLM eagle convention (...) and must all be >= 1``: no entry 0
+_MUST_ALL_BE_POSITIVE = re.compile(r"\b(?P<path>[a-z]\w*_(?:ids|indices|indexes))\b[^;]*?\bmust all be (?:>= ?1|positive)\b",
+                                   re.IGNORECASE)
 
 
 def missing_field(error: str) -> tuple[str, tuple[str, ...], Any] | None:
     """(owner class name or "", dotted path, the value the error asks for or None) of the config
     field a load path's error says is missing or wants; a per-layer list it says is short
-    wants :class:`PerLayer`, a list it says must not contain an entry :class:`Without`."""
+    wants :class:`PerLayer`, a list it says must not contain an entry (or must all be at least 1: no 0)
+    :class:`Without`."""
     short = _SHORT_LIST.search(error)
     if short:
         return "", (short.group("path"),), PerLayer(int(short.group("layers")))
     refused = _MUST_NOT_CONTAIN.search(error)
     if refused:
         return "", tuple(refused.group("path").split(".")), Without(int(refused.group("entry")))
+    positive = _MUST_ALL_BE_POSITIVE.search(error)
+    if positive:  # (every entry at least 1: none of them 0)
+        return "", tuple(positive.group("path").split(".")), Without(0)
     for pattern in _MISSING:
         found = pattern.search(error)
         if found:
@@ -1191,6 +1215,8 @@ def fill_missing(config: Any, owner: str, path: tuple[str, ...], reads: ConfigRe
     holders = [h for h in [config, *_sub_configs(config).values()] if not owner or type(h).__name__ == owner]
     # of several of that class (a language tower copied from the config), the one lacking the field
     holder = next((h for h in holders if len(path) > 1 or not _has(h, path[0])), holders[0] if holders else None)
+    if isinstance(wanted, Without) and len(path) == 1:  # a list to drop an entry of: the one that has it
+        holder = next((h for h in holders if _has(h, path[0])), holder)
     if holder is None:
         return None
     *outer, name = path
@@ -1254,14 +1280,22 @@ def _sibling_sub_config(name: str, package_dir: Path | None) -> tuple[bool, Any]
 
 #: The sub-config names of a language model tower (what ``getattr(hf, "text_config", hf)`` reads).
 _LANGUAGE_TOWERS = ("text_config", "language_config", "llm_config")
+#: Other names a decoder's own geometry is read under, as a sub-config: a draft's
+#: ``transformer_layer_config`` (a speculators checkpoint nests its llama-style layers' config there).
+_DECODER_CONFIG = re.compile(r"(decoder|(\w+_)?layers?)_config")
 
 
 def _language_tower(name: str, config: Any) -> tuple[bool, Any]:
     """A copy of ``config`` without its sub-configs, as the missing language tower ``name``, when
     ``config`` is itself a language model's (it has a vocabulary and layers): the code reads a
-    composite checkpoint's ``text_config`` where the model type's own config is flat."""
-    if name not in _LANGUAGE_TOWERS or not hasattr(config, "to_dict"):
+    composite checkpoint's ``text_config`` where the model type's own config is flat. A decoder's
+    config read under another name (:data:`_DECODER_CONFIG`: ``transformer_layer_config``) is the
+    same: the config's own language tower (its ``text_config``) when it has one, else the config."""
+    if not (name in _LANGUAGE_TOWERS or _DECODER_CONFIG.fullmatch(name)) or not hasattr(config, "to_dict"):
         return False, None
+    towers = [v for k, v in _sub_configs(config).items() if k in _LANGUAGE_TOWERS]
+    if name not in _LANGUAGE_TOWERS and towers:
+        return True, copy.deepcopy(towers[0])
     own = vars(config)
     if not (isinstance(own.get("vocab_size"), int) and isinstance(own.get("num_hidden_layers"), int)):
         return False, None
