@@ -1101,3 +1101,27 @@ def test_migrated_gemma3_matches_v2_on_cpu(tmp_path: Path) -> None:
     l5 = [s for s in row["steps"] if s["rung"] == "L5"]
     assert l5 and l5[0]["ok"], l5 or row["steps"]
     assert "max |diff|" in l5[0]["detail"] and "within the dtype tolerance" in l5[0]["detail"]
+
+
+def test_a_v3_root_that_subclasses_the_class_of_the_v2_roots_name_is_that_root(tmp_path: Path) -> None:
+    """The V3 load path builds ``RootFlatInputs(Root)`` (a graph body moved into a subclass):
+    that is the V2 ``Root``'s counterpart, not a replay of ``Root`` with V2's arguments."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    class Root:  # V3's class of the V2 root's name
+        pass
+
+    class RootFlatInputs(Root):
+        pass
+
+    v2_root = type("Root", (), {})()
+    pair = _Pair(SimpleNamespace(pipeline_model=None), None, ("p",), (), tmp_path, "p.x")
+    pair.classes3 = lambda pipeline_model: {"Root": Root}  # type: ignore[method-assign]
+    built2 = archbuild.Built("v2", "X", roots=[archbuild.Capture(v2_root, (), {})])
+    built3 = archbuild.Built("v3", "X", roots=[archbuild.Capture(RootFlatInputs(), (), {})])
+    roots = pair.roots(built2, built3)
+    assert isinstance(roots, list) and len(roots) == 1
+    assert isinstance(roots[0].v3, RootFlatInputs) and "as RootFlatInputs" in roots[0].how
