@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of
+from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of, todo_comments
 
 _KEY = "DtypeScopes"
 
@@ -85,7 +85,7 @@ class DtypeScopes(Codemod):
             return updated
         body = list(updated.body)
         for i, stmt in enumerate(body):
-            todos = {c for c in _comments(stmt) if _dtype_todo(c)}
+            todos = {c for c in todo_comments(stmt) if _dtype_todo(c)}
             at = next((j for j, (_, scope) in enumerate(olds) if scope.texts == todos), None) if todos else None
             if at is None:
                 continue
@@ -106,10 +106,6 @@ class DtypeScopes(Codemod):
         outer = [line for line in stmt.leading_lines if line not in todos]
         self.rewrote(old, "MV342", f"dtype={value} dropped from its layer: the statement is built under default_dtype({value})")
         return block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=inner)]), leading_lines=outer)
-
-
-def _comments(stmt: cst.BaseStatement) -> list[str]:
-    return [line.comment.value for line in getattr(stmt, "leading_lines", ()) if line.comment is not None]
 
 
 def _dtype_todo(text: str) -> bool:

@@ -38,7 +38,7 @@ import libcst as cst
 
 from codemods.args import small_statement as _small
 from codemods.args import source
-from codemods.base import TODO_PREFIX, nodes_of
+from codemods.base import TODO_PREFIX, nodes_of, todo_comments
 
 METHOD = "_build_graph_for_compile"
 #: attributes whose use marks a statement as weight handling
@@ -321,11 +321,7 @@ _STALE = (
 
 
 def _todo_codes(stmts: list[cst.BaseStatement]) -> set[str]:
-    return {
-        line.comment.value[len(TODO_PREFIX):].split(" ", 1)[0]
-        for s in stmts for line in getattr(s, "leading_lines", ())
-        if line.comment is not None and line.comment.value.startswith(TODO_PREFIX)
-    }
+    return {c[len(TODO_PREFIX):].split(" ", 1)[0] for s in stmts for c in todo_comments(s) if c.startswith(TODO_PREFIX)}
 
 
 def _without_stale_todos(stmt: cst.BaseStatement) -> cst.BaseStatement:

@@ -142,7 +142,7 @@ class PipelineModels(Codemod):
         self.types_hook: cst.FunctionDef | None = None
         #: pipeline class name → the root subclass its V2 graph body became (``codemods.graph_body``)
         self.flat_roots: dict[str, cst.ClassDef] = {}
-        self._class_name = ""
+        #: the (original) pipeline class being rewritten: its name, and its methods' lines for reports
         self._original_class: cst.ClassDef | None = None
         #: local names of sibling classes imported from a module their variant also defines them in
         self._v3_siblings: set[str] = set()
@@ -211,7 +211,7 @@ class PipelineModels(Codemod):
         self.rewrote(original, "MV383", f"{v2_name} → {v3_base}")
         self.rewritten = True
         kv = v2_name != "PipelineModel"
-        self._class_name, self._original_class = original.name.value, original
+        self._original_class = original
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
         if v3_base in _KEYWORD_TAIL:
             body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
@@ -311,7 +311,7 @@ class PipelineModels(Codemod):
         if base is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         self.rewritten = True
-        self._class_name, self._original_class = original.name.value, original
+        self._original_class = original
         body, todos = self._rewrite_body(list(updated.body.body), kv=True)
         if not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in body):
             any_ = self.state.import_name("typing", "Any")
@@ -351,7 +351,7 @@ class PipelineModels(Codemod):
         at = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == METHOD), None)
         if at is None or defines_method(body, "_instantiate_module"):
             return updated
-        self._class_name, self._original_class = original.name.value, original
+        self._original_class = original
         graph = self._graph_body(cast(cst.FunctionDef, body[at]), body)
         if graph is None:
             return updated
@@ -537,11 +537,13 @@ class PipelineModels(Codemod):
         """``_build_graph_for_compile`` → ``_instantiate_module`` (+ the input types hook, + ``_prepare_state_dict``),
         its graph body → the ``forward`` of a root subclass put before the class (``codemods.graph_body``)."""
         any_ = self.state.import_name("typing", "Any")
+        assert self._original_class is not None
+        pipeline = self._original_class.name.value
         taken = self.state.module_names | {c.name.value for c in self.flat_roots.values()}
-        new = graph_body(func, self._class_name, taken, any_)
+        new = graph_body(func, pipeline, taken, any_)
         if new is None:
             return None
-        self.flat_roots[self._class_name] = new.subclass
+        self.flat_roots[pipeline] = new.subclass
         func = self._original_method(func)
         self.rewrote(func, "MV383", f"{METHOD} → _instantiate_module; its V2 graph body → the forward of {new.subclass.name.value}")
         self.rewrote(func, "MV380", "Graph(...) → the V3 base builds the root under F.lazy() and compiles it with its input types")
