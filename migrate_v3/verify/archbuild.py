@@ -755,26 +755,23 @@ def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Pat
     """The input types the pipeline compiles ``root`` with, and where they came from.
 
     In order: the V3 load path's own ``compile`` call; the root's
-    ``input_types(kv_params)``; the V3 pipeline base's
+    ``input_types(kv_params)`` (or the leaves of its ``input_tree(kv_params)``, of which
+    MAX's ``input_types`` are the leaves: :func:`declared_types`); the V3 pipeline base's
     ``_get_compile_input_types(config)`` when ``forward`` can take that many; the
     inputs of the V2 graph loaded with the weights of ``root2`` (the V2 root:
     :func:`v2_graph_types`), when the pipeline's types are for another graph
-    (a vision root of a vision + language model) or it has none.
+    (a vision root of a vision + language model) or it has none; the V2 root's own
+    declared types, what the V2 pipeline's graph builder gives its graph
+    (``GraphSpec(model, name, model.input_types(kv_params))``) when the V2 load path
+    stopped before handing a graph to the session.
     """
     for call in built3.compiles:
         if call.module is root:
             return call.input_types, "the V3 pipeline's compile call", None
     kv = built3.kv_params if built3.kv_params is not None else built2.kv_params
-    tried: Failure | None = None
-    method = getattr(root, "input_types", None)
-    if callable(method):
-        try:
-            params = [p for p in inspect.signature(method).parameters.values()
-                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            types = method(kv) if params else method()
-            return tuple(_leaves(types)), f"{type(root).__name__}.input_types()", None
-        except Exception as exc:  # noqa: BLE001
-            tried = failure(f"{type(root).__name__}.input_types()", exc, prefer)
+    own, how, tried = declared_types(root, kv, prefer)
+    if own is not None:
+        return own, how, None
     pm = built3.pipeline_model
     getter = getattr(pm, "_get_compile_input_types", None)
     pipeline: tuple[Any, ...] | None = None
@@ -788,9 +785,39 @@ def compile_types_for(root: Any, built3: Built, built2: Built, prefer: tuple[Pat
     v2_types = v2_graph_types(root2, built2) if root2 is not None else None
     if v2_types is not None and (pipeline is None or takes(root, len(v2_types))):
         return v2_types, "the V2 graph loaded with this root's weights", None
+    if root2 is not None and v2_types is None:
+        theirs, how2, _ = declared_types(root2, built2.kv_params if built2.kv_params is not None else kv, prefer)
+        if theirs is not None and (pipeline is None or takes(root, len(theirs))):
+            return theirs, f"the V2 root's {how2}", None
     if pipeline is not None:
         return pipeline, "the V3 pipeline's _get_compile_input_types", None
     return None, "", tried or Failure("input types", "the root has no input_types() and the pipeline none")
+
+
+#: the methods a MAX root declares its graph's inputs with: ``input_types`` (flat) and
+#: ``input_tree`` (named, whose leaves are ``input_types``)
+_DECLARING = ("input_types", "input_tree")
+
+
+def declared_types(module: Any, kv: Any, prefer: tuple[Path, ...] = ()
+                   ) -> tuple[tuple[Any, ...] | None, str, Failure | None]:
+    """The graph input types ``module`` declares (``input_types(kv_params)``, else the leaves of
+    ``input_tree(kv_params)``; ``kv_params`` passed when the method requires an argument), where
+    from, and how the first method that raised failed."""
+    tried: Failure | None = None
+    for attr in _DECLARING:
+        method = getattr(module, attr, None)
+        if not callable(method):
+            continue
+        label = f"{type(module).__name__}.{attr}()"
+        try:
+            params = [p for p in inspect.signature(method).parameters.values()
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            types = method(kv) if params else method()
+            return tuple(_leaves(types)), label, None
+        except Exception as exc:  # noqa: BLE001
+            tried = tried or failure(label, exc, prefer)
+    return None, "", tried
 
 
 def takes(module: Any, count: int) -> bool:

@@ -5,8 +5,10 @@ device, an int/float/bool, or a config class (dataclass or pydantic model):
 one whose fields all have defaults, or one :mod:`migrate_v3.verify.tiny` can
 fill from the ``transformers`` config of the package's model type, shrunk.
 Input shapes are guessed from parameter names (``tokens`` → ids, else
-``[batch, seq, hidden]``) and the module's own first weight. Anything else
-yields a reason, which ``verify`` lists as a skip.
+``[batch, seq, hidden]``) and the module's own first weight. A ragged decoder
+whose ``__call__`` takes a paged KV cache is built with a flat entry point and
+the flat input types its pipeline would trace it with (:func:`_flat_kv`).
+Anything else yields a reason, which ``verify`` lists as a skip.
 """
 
 from __future__ import annotations
@@ -243,7 +245,8 @@ def auto_case(
         return v3_kwargs
     inputs = _inputs(v2_cls, v2_values, first_weight)
     if isinstance(inputs, str):  # both sides build: keys and hyper-parameters still compare
-        return Case(inputs=[], v2_kwargs=v2_values, v3_kwargs=v3_kwargs, source="auto", static_reason=inputs)
+        case = Case(inputs=[], v2_kwargs=v2_values, v3_kwargs=v3_kwargs, source="auto", static_reason=inputs)
+        return _flat_kv(case, v2_cls) or case
     greedy = len(inputs) == 1 and inputs[0].dtype == "int64"
     return Case(
         inputs=inputs,
@@ -252,6 +255,41 @@ def auto_case(
         greedy=greedy,
         source="auto",
     )
+
+
+def _flat_kv(case: Case, v2_cls: type) -> Case | None:
+    """``case`` with each side built as its class with a flat entry point
+    (:func:`kv_inputs.flat_kv_class`), when ``__call__`` takes a paged KV cache as a ragged
+    decoder does (:func:`kv_inputs.ragged_layout`) and the constructor values hold the cache's
+    parameters (a config's ``kv_params``); else None. A constructor ``block_size`` makes it a
+    block drafter, whose token rows are whole blocks (:func:`kv_inputs.flat_types`).
+
+    Both sides then declare the same flat ``input_types()`` (the per-batch inputs of a ragged
+    batch, then the cache's inputs from its parameters), what a pipeline traces such a module
+    with; the case stays static for ``verify`` (``static_reason``): seeded random inputs do not
+    make a KV cache a kernel can index.
+    """
+    from migrate_v3.verify import kv_inputs
+    from migrate_v3.verify.spec import resolve
+
+    layout = kv_inputs.ragged_layout(v2_cls.__call__)
+    kv = kv_inputs.kv_params_in(case.v2_kwargs.values())
+    if isinstance(layout, str) or kv is None:
+        return None
+    hidden = _hidden_dim(dict(case.v2_kwargs), None)
+    block = case.v2_kwargs.get("block_size")
+    block_size = block if isinstance(block, int) and not isinstance(block, bool) and block > 0 else None
+
+    def builder(kwargs: dict[str, Any]) -> Callable[[type, Any], Any]:
+        def build(cls: type, ctx: Any) -> Any:
+            types = kv_inputs.flat_types(layout, kv, ctx.device, ctx.dtype, hidden, block_size)
+            flat = kv_inputs.flat_kv_class(cls, layout, kv, types)
+            return flat(**{k: resolve(v, ctx) for k, v in kwargs.items()})
+        return build
+
+    return dataclasses.replace(
+        case, v2=builder(dict(case.v2_kwargs)), v3=builder(dict(case.v3_kwargs)),
+        static_reason=f"{case.static_reason}: traced through the flat inputs of a ragged batch and its KV cache")
 
 
 #: ``__call__`` parameters that are a KV cache or ragged-batch bookkeeping: no guessed shape fits.
