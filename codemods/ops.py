@@ -10,12 +10,15 @@ gets the driver Device V3's ``Tensor.to``/``Module.to`` take (V2 values take it 
 does ``x.to(d)`` / ``x.to(self.devices[0])`` when ``d`` is a parameter annotated
 ``DeviceRef`` (or a ``list``/``Sequence`` of them, indexed or looped over by a
 ``for``/comprehension), or ``self.devices`` is set from such a parameter in ``__init__``.
+A graph-value parameter's ``x.device`` compared with a DeviceRef (V2: both DeviceRefs) is a
+driver Device in V3, never equal to a DeviceRef: it is compared as ``DeviceRef.from_device(x.device)``.
 
     ops.reshape(x, [1, -1])   →  F.reshape(x, [1, -1])
     ops.buffer_load(buf)      →  F.functional(ops.buffer_load)(buf)
     x.to(DeviceRef.CPU())     →  x.to(DeviceRef.CPU().to_device())
     x.to(self.devices[0])     →  x.to(self.devices[0].to_device())   (devices: list[DeviceRef])
     [x.to(d) for d in self.devices]  →  [x.to(d.to_device()) for d in self.devices]
+    x.device == DeviceRef.CPU()  →  DeviceRef.from_device(x.device) == DeviceRef.CPU()   (x: TensorValue)
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ _KERNELS = "max.nn.kernels."
 #: the hooks that track which names hold DeviceRefs (``Ops._refs``)
 _SCOPE_HOOKS = (
     "visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef",
-    "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp",
+    "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp", "leave_Comparison",
 )
 _TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
+             ".device ==", ".device !=",
              *(q.rpartition(".")[2] for q in K.FUNCTIONAL_TWINS))
 
 
@@ -56,6 +60,8 @@ class Ops(Codemod):
         #: per enclosing class / function: the names (``d``, ``self.devices``) known to hold a
         #: DeviceRef (False) or a list/sequence of them (True)
         self._refs: list[dict[str, bool]] = []
+        #: per enclosing function: its parameters annotated as graph values (``x: TensorValue``)
+        self._values: list[set[str]] = []
 
     def idle_hooks(self) -> tuple[str, ...]:
         # only a file that names DeviceRef can annotate a parameter with it
@@ -84,10 +90,37 @@ class Ops(Codemod):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         inherited = {k: v for k, v in self._refs[-1].items() if k.startswith("self.")} if self._refs else {}
         self._refs.append({**inherited, **_device_ref_params(node)})
+        self._values.append(_graph_value_params(node))
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._refs.pop()
+        self._values.pop()
         return updated
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
+        """``x.device == DeviceRef.CPU()`` of a graph-value parameter ``x``: V3's ``x.device`` is a
+        driver Device, never equal to a DeviceRef, so it is compared as one
+        (``DeviceRef.from_device``: no device is opened, as ``DeviceRef.GPU().to_device()`` would)."""
+        if len(updated.comparisons) != 1 or not isinstance(updated.comparisons[0].operator, cst.Equal | cst.NotEqual):
+            return updated
+        target = updated.comparisons[0]
+        left, right = original.left, original.comparisons[0].comparator
+        if self._value_device(left) and (_is_device_ref(right) or self._typed_device_ref(right)):
+            updated = updated.with_changes(left=_as_device_ref(updated.left))
+        elif self._value_device(right) and (_is_device_ref(left) or self._typed_device_ref(left)):
+            updated = updated.with_changes(comparisons=[target.with_changes(comparator=_as_device_ref(target.comparator))])
+        else:
+            return updated
+        self.state.needed_imports.add(("max.graph", "DeviceRef", None))
+        self.rewrote(original, "MV373", "Tensor.device is a driver Device, never equal to a DeviceRef: DeviceRef.from_device(x.device)")
+        return updated
+
+    def _value_device(self, node: cst.BaseExpression) -> bool:
+        """``x.device`` of a parameter annotated as a graph value (a Tensor in V3)."""
+        return (
+            isinstance(node, cst.Attribute) and node.attr.value == "device" and isinstance(node.value, cst.Name)
+            and bool(self._values) and node.value.value in self._values[-1]
+        )
 
     def visit_For(self, node: cst.For) -> None:
         self._bind_loop(node.target, node.iter)
@@ -303,6 +336,11 @@ def _looks_like_tensor(node: cst.BaseExpression) -> bool:
     return not (isinstance(root, cst.Name) and root.value in {"np", "numpy", "torch"})
 
 
+def _as_device_ref(device: cst.BaseExpression) -> cst.Call:
+    """``x.device`` → ``DeviceRef.from_device(x.device)``."""
+    return cst.Call(func=cst.Attribute(value=cst.Name("DeviceRef"), attr=cst.Name("from_device")), args=[cst.Arg(device)])
+
+
 def _is_device_ref(node: cst.BaseExpression) -> bool:
     """``DeviceRef.CPU()`` / ``DeviceRef(...)``, not ``DeviceRef.CPU().to_device()`` (a Device)."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to_device":
@@ -328,6 +366,20 @@ def _device_ref_params(func: cst.FunctionDef) -> dict[str, bool]:
         elif text in _DEVICE_REFS:
             found[param.name.value] = True
     return found
+
+
+#: annotations of a parameter holding one graph value (a Tensor in V3)
+_GRAPH_VALUES = frozenset({"TensorValue", "BufferValue", "TensorValueLike", "Tensor"})
+
+
+def _graph_value_params(func: cst.FunctionDef) -> set[str]:
+    """Parameters annotated ``TensorValue`` / ``BufferValue`` / ``TensorValueLike`` (or ``Tensor``)."""
+    params = func.params
+    return {
+        p.name.value
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        if p.annotation is not None and source(p.annotation.annotation).rsplit(".", 1)[-1] in _GRAPH_VALUES
+    }
 
 
 def _is_graph_input(node: cst.BaseExpression) -> bool:

@@ -238,6 +238,7 @@ class Sharding(Codemod):
         self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
         self._allreduce_locals: list[set[str]] = []  # per function: names bound to an entry of an Allreduce list
         self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
+        self._one_element: dict[int, str] = {}  # ids of ``list(xs)``/``tuple(xs)`` calls of one Tensor → the builtin
         self._broadcast_done = False  # this statement's distributed_broadcast became a transfer
         self._helpers: dict[str, ShardHelper] = {}
         self._helper_uses: dict[str, int] = {}  # helper → references left (its def's name excluded)
@@ -484,7 +485,37 @@ class Sharding(Codemod):
 
     # -- expressions ----------------------------------------------------------------
 
+    def _one_tensor(self, node: cst.BaseExpression) -> str | None:
+        """``node`` names a per-device list of a ``__call__`` whose lists V3 makes one Tensor (its
+        name), or None. Iterating a Tensor indexes it 0, 1, 2... (it has no ``__iter__``): on a
+        symbolic dimension that never ends while staging."""
+        cls = self._cls()
+        if (
+            cls is None or self._in_dropped() or not cls.facts.per_device() or not self._funcs
+            or self._funcs[-1][0].name.value != "__call__" or not isinstance(node, cst.Name)
+        ):
+            return None
+        return node.value if node.value in self._per_device[-1] else None
+
+    def _iterated(self, iterable: cst.BaseExpression) -> None:
+        """A TODO for a loop over one Tensor (``for x in xs``, ``zip(a, xs)``, ``enumerate(xs)``)."""
+        args = [a.value for a in iterable.args if a.keyword is None and not a.star] \
+            if isinstance(iterable, cst.Call) and dotted(iterable.func) in _LIST_BUILTINS else [iterable]
+        name = next((n for a in args if (n := self._one_tensor(a)) is not None), None)
+        if name is None:
+            return
+        self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
+                  f"iterating it never ends while staging; use {name} itself")
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = dotted(original.func)
+        if func in ("list", "tuple") and len(original.args) == 1 and original.args[0].keyword is None \
+                and not original.args[0].star and (name := self._one_tensor(original.args[0].value)) is not None:
+            # (a List is no Call for the codemods after this one: the parent swaps it in)
+            self._one_element[id(original)] = func
+            self.rewrote(original, "MV391", f"{func}({name}) of a per-device list that is one Tensor now: the one element")
+            self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
+                      f"[{name}] stands for V2's list on one device; pass {name} itself where the code takes one Tensor")
         cls = self._cls()
         if cls is not None and not self._in_dropped():
             rewritten = self._call_rewrite(cls, original, updated)
@@ -605,6 +636,7 @@ class Sharding(Codemod):
         return None
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.BaseStatement | cst.RemovalSentinel:
+        self._iterated(original.iter)
         cls = self._cls()
         if cls is None or self._in_dropped():
             return updated
@@ -639,6 +671,14 @@ class Sharding(Codemod):
         comp = updated.for_in
         if comp.inner_for_in is not None or comp.ifs:
             return updated
+        folded = self._list_comp(cls, original, updated)
+        if folded is updated:
+            self._iterated(original.for_in.iter)
+        return folded
+
+    def _list_comp(self, cls: _ClassState, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
+        """A comprehension over per-device lists or clones → the one computation (or ``updated``)."""
+        comp = updated.for_in
         if isinstance(comp.iter, cst.Name):
             return self._one_list_comp(original, updated)
         if isinstance(comp.iter, cst.Attribute) and comp.iter.attr.value == "devices":
@@ -750,8 +790,30 @@ class Sharding(Codemod):
         self._distributed.add(id(original))
         return elt.with_changes(args=[cst.Arg(value=_expr(mesh))])
 
+    def _element_of(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """``list(xs)`` / ``tuple(xs)`` marked by ``leave_Call`` → ``[xs]`` / ``(xs,)``."""
+        kind = self._one_element.get(id(original))
+        if kind is None or not isinstance(updated, cst.Call) or len(updated.args) != 1:
+            return updated
+        element = cst.Element(value=updated.args[0].value)
+        if kind == "list":
+            return cst.List(elements=[element])
+        return cst.Tuple(elements=[element.with_changes(comma=cst.Comma())])
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(value=self._element_of(original.value, updated.value))
+
+    def leave_Element(self, original: cst.Element, updated: cst.Element) -> cst.Element:
+        return updated.with_changes(value=self._element_of(original.value, updated.value))
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
+        if original.value is None or updated.value is None:
+            return updated
+        return updated.with_changes(value=self._element_of(original.value, updated.value))
+
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         """A name bound to a rewritten per-device expression holds one distributed Tensor from here on."""
+        updated = updated.with_changes(value=self._element_of(original.value, updated.value))
         if self._per_device and id(original.value) in self._distributed and len(original.targets) == 1:
             target = original.targets[0].target
             if isinstance(target, cst.Name):

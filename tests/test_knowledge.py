@@ -163,3 +163,16 @@ def test_dropped_load_keywords_are_v2_only() -> None:
     v3 = inspect.signature(ModuleV3.load_state_dict).parameters
     for keyword in _V2_LOAD_KEYWORDS:
         assert keyword in v2 and keyword not in v3, keyword
+
+
+def test_a_tensor_device_is_a_driver_device_equal_to_a_device_ref_only_through_from_device() -> None:
+    """Why Ops compares ``DeviceRef.from_device(x.device)`` (MV373): V2's ``x.device`` was a
+    DeviceRef; a V3 Tensor's is a driver Device, which never equals one."""
+    from max.driver import CPU
+    from max.experimental.tensor import Tensor
+    from max.graph import DeviceRef
+
+    device = Tensor.zeros([2]).device
+    assert isinstance(device, CPU)
+    assert device != DeviceRef.CPU()
+    assert DeviceRef.from_device(device) == DeviceRef.CPU()
