@@ -13,6 +13,15 @@ A sibling's class whose V3 variant's ``forward`` lacks such a V2 parameter
 in ``for layer in self.layers`` (or ``enumerate(self.layers)``) where
 ``__init__`` built ``self.layers`` of that class.
 
+A layer whose V3 ``forward`` takes less because the V3 layer holds the rest
+(``CALL_MOVES``: V3 ``AttentionWithRope`` has its ``layer_idx`` and its rope's
+``freqs_cis``) is called with what V3 reads, ``self.X(...)`` where ``__init__``
+set ``self.X`` to one it builds or to a parameter annotated with its class (a
+layer handed in):
+
+    self.self_attn(layer_idx, h, kv, freqs_cis=f, input_row_offsets=r)
+    →  self.self_attn(h, kv, input_row_offsets=r)
+
 The result is one Tensor, not a list: ``layer(x, signal_buffers)[0]`` becomes
 ``layer(x)``, a following ``[E for v in r]`` over it
 becomes ``E`` with ``r`` for ``v`` (and a ``list[T]`` return annotation of a
@@ -31,7 +40,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from codemods.args import relayout, self_attr, source
+from codemods.args import as_keyword, bind, relayout, self_attr, source
 from codemods.base import (
     TODO_PREFIX,
     Codemod,
@@ -40,7 +49,7 @@ from codemods.base import (
     imports_siblings,
     nodes_of,
 )
-from migrate_v3.knowledge.layers import CALL_DROPS, CONTAINER_NAMES
+from migrate_v3.knowledge.layers import CALL_DROPS, CALL_MOVES, CONTAINER_NAMES, v2_symbol
 
 
 def _layer(qual: str | None) -> str | None:
@@ -79,7 +88,7 @@ class LayerCalls(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return any(name in source for name in CALL_DROPS)
+        return any(name in source for name in (*CALL_DROPS, *CALL_MOVES))
 
     @classmethod
     def applies_to(cls, source: str, context: TransformContext) -> bool:
@@ -104,6 +113,8 @@ class LayerCalls(Codemod):
         #: list) it holds; per ``for`` loop: its variable → that class (or None: no such loop)
         self.siblings: list[dict[str, str]] = []
         self.loops: list[tuple[str, str] | None] = []
+        #: per class: attribute → the ``CALL_MOVES`` layer it holds
+        self.moves: list[dict[str, str]] = []
 
     # --- where the layer is -----------------------------------------------------------
 
@@ -113,8 +124,10 @@ class LayerCalls(Codemod):
             base = base or _layer(self.qualname(arg.value))
         attrs: dict[str, str] = {}
         siblings: dict[str, str] = {}
+        moves: dict[str, str] = {}
         for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                moves = self._moved_layers(stmt)
                 appended = _appended_classes(stmt) if self.state.call_drops else {}
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
@@ -126,6 +139,44 @@ class LayerCalls(Codemod):
                         siblings[name] = built
         self.classes.append((base, attrs))
         self.siblings.append(siblings)
+        self.moves.append(moves)
+
+    def _moved_layer(self, node: cst.BaseExpression) -> str | None:
+        """The ``CALL_MOVES`` layer a class reference names (V2 home)."""
+        symbol = v2_symbol(self.qualname(node))
+        return symbol if symbol in CALL_MOVES else None
+
+    def _moved_layers(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``self.X = <moved layer>(...)`` or ``self.X = p`` (``p: <moved layer>``) in ``init``."""
+        params = {
+            p.name.value: layer for p in (*init.params.params, *init.params.kwonly_params)
+            if p.annotation is not None and (layer := self._moved_layer(p.annotation.annotation)) is not None
+        }
+        found: dict[str, str] = {}
+        for assign in _assignments(init):
+            name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
+            value = assign.value
+            layer = (self._moved_layer(value.func) if isinstance(value, cst.Call)
+                     else params.get(value.value) if isinstance(value, cst.Name) else None)
+            if name and layer:
+                found[name] = layer
+        return found
+
+    def _moved_call(self, original: cst.Call, updated: cst.Call, layer: str) -> cst.Call:
+        """``self.attn(layer_idx, x, kv, freqs_cis=f, input_row_offsets=r)`` → ``self.attn(x, kv,
+        input_row_offsets=r)`` (``CALL_MOVES``); a call that does not bind gets a TODO."""
+        move = CALL_MOVES[layer]
+        bound = bind(updated, move.v2)
+        if bound is None or not all(p in bound.args for p in (*move.positional, *move.keywords)):
+            self.todo("MV342", f"V3 {layer} is called as ({', '.join(move.positional)}, "
+                      f"{', '.join(f'{k}=' for k in move.keywords)}): {move.why}")
+            return updated
+        args = [bound.args[p].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for p in move.positional]
+        args += [as_keyword(bound.args[k], k) for k in move.keywords]
+        gone = [p for p in bound.order if p not in move.positional and p not in move.keywords]
+        self.rewrote(original, "MV342", f"V3 {layer}.forward takes no {', '.join(gone)}: {move.why}"
+                     if gone else f"V3 {layer}.forward reads {', '.join(move.keywords)} as keywords")
+        return updated.with_changes(args=relayout(updated.args, args))
 
     def visit_For(self, node: cst.For) -> None:
         it, target = node.iter, node.target
@@ -169,6 +220,7 @@ class LayerCalls(Codemod):
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.classes.pop()
         self.siblings.pop()
+        self.moves.pop()
         return updated
 
     # --- the calls ----------------------------------------------------------------------
@@ -179,6 +231,9 @@ class LayerCalls(Codemod):
         sibling = self._sibling_called(original.func) if self.state.call_drops else None
         if sibling is not None:
             return self._drop_no_data(original, updated, sibling)
+        moved = self.moves[-1].get(self_attr(original.func) or "")
+        if moved is not None:
+            return self._moved_call(original, updated, moved)
         base, attrs = self.classes[-1]
         layer = base if base and _is_super_call(original.func) else attrs.get(self_attr(original.func) or "")
         if layer is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from migrate_v3.knowledge.layers import LAYERS, STACKED_LINEAR_PARAMS, LayerSpec
+from migrate_v3.knowledge.layers import CALL_MOVES, LAYERS, STACKED_LINEAR_PARAMS, LayerSpec
 
 
 @cache
@@ -176,3 +176,19 @@ def test_a_tensor_device_is_a_driver_device_equal_to_a_device_ref_only_through_f
     assert isinstance(device, CPU)
     assert device != DeviceRef.CPU()
     assert DeviceRef.from_device(device) == DeviceRef.CPU()
+
+
+@pytest.mark.parametrize("name", sorted(CALL_MOVES))
+def test_call_moves_match_the_installed_call_signatures(name: str) -> None:
+    """``CALL_MOVES`` (``codemods.layer_calls``): V2 ``__call__``'s parameters, V3 ``forward``'s
+    positional ones, and the keywords V3 reads from ``**kwargs``."""
+    move = CALL_MOVES[name]
+    v2 = _v2_classes()[name]
+    assert [p.name for p in list(inspect.signature(v2.__call__).parameters.values())[1:]] == list(move.v2)
+    v3 = getattr(importlib.import_module(LAYERS[name].v3_module), LAYERS[name].v3_name)
+    params = list(inspect.signature(v3.forward).parameters.values())[1:]
+    assert [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD] == list(move.positional)
+    assert any(p.kind is p.VAR_KEYWORD for p in params)
+    body = inspect.getsource(v3.forward)
+    for keyword in move.keywords:
+        assert f'kwargs["{keyword}"]' in body

@@ -642,9 +642,34 @@ CALL_DROPS: dict[str, tuple[int, frozenset[str]]] = {
     # V2 ``__call__(x: Sequence[TensorValue], signal_buffers)`` allgathered a list per device
     "ColumnParallelLinear": (1, frozenset({"signal_buffers"})),
 }
+
+
+@dataclass(frozen=True)
+class CallMove:
+    """A V2 layer call whose V3 ``forward`` takes less because the V3 layer holds the rest."""
+
+    #: V2 ``__call__`` parameters, in order
+    v2: tuple[str, ...]
+    #: V3 ``forward``'s positional parameters (V2 names), then the ones it reads as keywords
+    positional: tuple[str, ...]
+    keywords: tuple[str, ...]
+    #: why the other V2 arguments carry nothing V3 needs
+    why: str
+
+
+#: V2 layer name → how its calls map onto V3's ``forward`` (``codemods.layer_calls``)
+CALL_MOVES: dict[str, CallMove] = {
+    # V3 forward(x, kv_collection, **kwargs) reads kwargs["input_row_offsets"]
+    "AttentionWithRope": CallMove(
+        v2=("layer_idx", "x", "kv_collection", "freqs_cis", "input_row_offsets"),
+        positional=("x", "kv_collection"),
+        keywords=("input_row_offsets",),
+        why="V3 AttentionWithRope holds its layer_idx (constructor) and takes freqs_cis from the rope it was built with",
+    ),
+}
 #: of those, the layers whose ``caveat`` is about that call (stale where the calls are rewritten);
 #: ColumnParallelLinear's is about its sharded output, which stays true
-CALL_CAVEATS = frozenset({"VocabParallelEmbedding"})
+CALL_CAVEATS = frozenset({"VocabParallelEmbedding", *CALL_MOVES})
 
 
 def subclass_spec(
