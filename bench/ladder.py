@@ -330,6 +330,8 @@ def _statement_lines(path: Path, line: int) -> tuple[list[str], int]:
 
 
 _MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
+#: the root class a failure is about (``UnifiedDflashLlama3: V2 46 weights ...``)
+_ROOT = re.compile(r"(?:L\d )?(\w+): ")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
 _DTYPE_OF = re.compile(r"\bdtype \S+ checkpoint \S+ vs V3 \S+ of an? (\w+)(?: \((\w+)\))?")
 #: an L3 failure of weight names (V3 parameters the V2 checkpoint has no tensor for, or the reverse)
@@ -348,13 +350,18 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     (``MV382``'s note on a pipeline model whose load path could not be rewritten); and an L3
     weight in another dtype than V2's, held by a ``RMSNorm`` say, is named by ``MV342``'s note
     that a ``RMSNorm(dtype=...)`` lost its own dtype; an L3 failure of weight names, by a note
-    that the names may differ (``MV301`` at a subclass of max's port, ``MV361``/``MV362``)."""
+    that the names may differ (``MV301`` at a subclass of max's port, ``MV361``/``MV362``); and
+    any failure of a root class (``Root: ...``) by ``MV320``'s note that the root subclasses a V2
+    Module with no ModuleV3 form (its children are no V3 parameters, its call no V3 forward)."""
     site = _flagged_site(where, findings)
     if site or package is None or not package.is_dir():
         return site
     missing = _NO_ATTRIBUTE.search(detail)
     unwritten = _MUST_IMPLEMENT.search(detail)
     said: re.Pattern[str] | None = None
+    root = _ROOT.match(detail)
+    if root is not None and _said(package, re.compile(rf"TODO\(migrate-v3\): MV320 {re.escape(root.group(1))} subclasses ")):
+        return "TODO"
     if missing is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bhas no\b[^\n]*\b{re.escape(missing.group(1))}\b")
     elif (pinned := _DTYPE_OF.search(detail)) is not None:  # MV342: the V2 layer's own dtype, dropped
@@ -364,11 +371,12 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bimplement\b[^\n]*\b{re.escape(unwritten.group(1))}\b")
     elif _WEIGHT_NAMES.search(detail):  # MV301 (a subclass of max's port) or MV361/MV362: names may differ
         said = _NAMES_MAY_DIFFER
-    if said is not None:
-        for py in package.rglob("*.py"):
-            if said.search(py.read_text(errors="replace")):
-                return "TODO"
-    return ""
+    return "TODO" if said is not None and _said(package, said) else ""
+
+
+def _said(package: Path, said: re.Pattern[str]) -> bool:
+    """A file of ``package`` has a line ``said`` matches."""
+    return any(said.search(py.read_text(errors="replace")) for py in package.rglob("*.py"))
 
 
 def _flagged_site(where: str, findings: dict[str, set[int]]) -> str:
