@@ -354,6 +354,8 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     any failure of a root class (``Root: ...``) by ``MV320``'s note that the root subclasses a V2
     Module with no ModuleV3 form (its children are no V3 parameters, its call no V3 forward)."""
     site = _flagged_site(where, findings)
+    if not site and "stopped" in detail:  # a trace stopped by the deadline: a loop that never ended?
+        site = _endless_loop(where)
     if site or package is None or not package.is_dir():
         return site
     missing = _NO_ATTRIBUTE.search(detail)
@@ -377,6 +379,31 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
 def _said(package: Path, said: re.Pattern[str]) -> bool:
     """A file of ``package`` has a line ``said`` matches."""
     return any(said.search(py.read_text(errors="replace")) for py in package.rglob("*.py"))
+
+
+def _endless_loop(where: str) -> str:
+    """"TODO" when ``where`` is inside a ``for`` loop whose marker says iterating never ends
+    (``MV391``: iterating a Tensor while staging indexes it forever)."""
+    path_s, _, line_s = where.rpartition(":")
+    path = Path(path_s)
+    if not path.is_file() or not line_s.isdigit():
+        return ""
+    lines = path.read_text(errors="replace").splitlines()
+    k = int(line_s) - 1
+    indent = len(lines[k]) - len(lines[k].lstrip()) if k < len(lines) else 0
+    for j in range(k - 1, -1, -1):
+        text = lines[j]
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        depth = len(text) - len(text.lstrip())
+        if depth >= indent:
+            continue
+        indent = depth
+        if text.lstrip().startswith("def "):
+            return ""
+        if text.lstrip().startswith("for ") and j > 0 and "never ends while staging" in lines[j - 1]:
+            return "TODO"
+    return ""
 
 
 def _flagged_site(where: str, findings: dict[str, set[int]]) -> str:
@@ -423,7 +450,7 @@ def classify(step: dict[str, Any], pkg_dir: Path, mark: str) -> str:
     where = step.get("where", "")
     if GPU_ONLY_KERNEL.search(step["detail"]) and "site-packages" in where and "/max/" in where:
         return "needs a GPU"  # (a MAX kernel with no CPU form: not the migration's doing)
-    if step["side"] == "setup":
+    if step["side"] == "setup" and not (mark and "stopped" in step["detail"]):  # (a stop a TODO names is the code's)
         return "no inputs" if step["rung"] in ("L4", "L5") else "no config"
     if mark:
         return "needs a person"

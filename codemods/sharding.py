@@ -238,7 +238,7 @@ class Sharding(Codemod):
         self._per_device: list[set[str]] = []  # per function: names bound to a per-device tensor list
         self._allreduce_locals: list[set[str]] = []  # per function: names bound to an entry of an Allreduce list
         self._distributed: set[int] = set()  # per-device expressions rewritten to one distributed Tensor
-        self._one_element: dict[int, str] = {}  # ids of ``list(xs)``/``tuple(xs)`` calls of one Tensor → the builtin
+        self._one_element: set[int] = set()  # ids of ``list(xs)``/``tuple(xs)`` calls of one Tensor
         self._broadcast_done = False  # this statement's distributed_broadcast became a transfer
         self._helpers: dict[str, ShardHelper] = {}
         self._helper_uses: dict[str, int] = {}  # helper → references left (its def's name excluded)
@@ -511,11 +511,9 @@ class Sharding(Codemod):
         func = dotted(original.func)
         if func in ("list", "tuple") and len(original.args) == 1 and original.args[0].keyword is None \
                 and not original.args[0].star and (name := self._one_tensor(original.args[0].value)) is not None:
-            # (a List is no Call for the codemods after this one: the parent swaps it in)
-            self._one_element[id(original)] = func
-            self.rewrote(original, "MV391", f"{func}({name}) of a per-device list that is one Tensor now: the one element")
-            self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
-                      f"[{name}] stands for V2's list on one device; pass {name} itself where the code takes one Tensor")
+            self._one_element.add(id(original))
+            self.rewrote(original, "MV391", f"{func}({name}) copied V2's per-device list; {name} is one distributed "
+                         f"Tensor now (what takes it takes one): {name} itself")
         cls = self._cls()
         if cls is not None and not self._in_dropped():
             rewritten = self._call_rewrite(cls, original, updated)
@@ -791,14 +789,11 @@ class Sharding(Codemod):
         return elt.with_changes(args=[cst.Arg(value=_expr(mesh))])
 
     def _element_of(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
-        """``list(xs)`` / ``tuple(xs)`` marked by ``leave_Call`` → ``[xs]`` / ``(xs,)``."""
-        kind = self._one_element.get(id(original))
-        if kind is None or not isinstance(updated, cst.Call) or len(updated.args) != 1:
+        """``list(xs)`` / ``tuple(xs)`` marked by ``leave_Call`` → ``xs`` (swapped in here: a Name is no
+        Call for the codemods after this one)."""
+        if id(original) not in self._one_element or not isinstance(updated, cst.Call) or len(updated.args) != 1:
             return updated
-        element = cst.Element(value=updated.args[0].value)
-        if kind == "list":
-            return cst.List(elements=[element])
-        return cst.Tuple(elements=[element.with_changes(comma=cst.Comma())])
+        return updated.args[0].value
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         return updated.with_changes(value=self._element_of(original.value, updated.value))

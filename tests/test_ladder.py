@@ -1137,3 +1137,19 @@ def test_a_failure_of_a_root_that_stayed_a_v2_module_is_flagged_by_its_mv320_tod
     detail = "UnifiedDraft: V2 46 weights after the weight adapters vs V3 21 parameters: 46 unexpected"
     assert ladder.flagged("", {}, detail, pkg) == "TODO"
     assert ladder.flagged("", {}, detail.replace("UnifiedDraft:", "OtherRoot:"), pkg) == ""
+
+
+def test_a_trace_stopped_inside_a_loop_marked_as_never_ending_is_flagged(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text(
+        "def forward(self, xs):\n"
+        "    # TODO(migrate-v3): MV391 xs was one value per device in V2 ...: iterating it never ends while staging\n"
+        "    for x in xs:\n"
+        "        y = self.proj(x)\n"
+        "    for z in other:\n"
+        "        w = z\n"
+    )
+    detail = "M: trace stopped (input types from M.input_types()); this package's L0-L4 passed 300 s: stopped"
+    assert ladder.flagged(f"{f}:4", {}, detail) == "TODO"
+    assert ladder.flagged(f"{f}:6", {}, detail) == ""  # another loop
+    assert ladder.flagged(f"{f}:4", {}, "M: trace M: TypeError: x") == ""  # not a stop

@@ -1052,6 +1052,10 @@ def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, bu
     dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
     try:
         archbuild.trace(module3, types, dtype, built3.accelerator)
+    except Stopped as exc:  # (where the trace was when the deadline came: a loop that never ends, say)
+        f = archbuild.failure(f"trace {name}", exc, prefer)
+        result.steps.append(Step("L4", False, f"{name}: trace stopped (input types from {source})", f.where))
+        raise
     except Exception as exc:  # noqa: BLE001
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: {f.line()} (input types from {source})", f.where))
