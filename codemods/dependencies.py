@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.args import bind, new_keyword, relayout, source, without
+from codemods.args import bind, new_keyword, relayout, self_attr, source, without
 from codemods.base import (
     Codemod,
     FieldDecl,
@@ -44,6 +44,7 @@ from migrate_v3.knowledge.layers import (
     LAYERS,
     NO_DATA_ARGS,
     PLACEMENT_ARGS,
+    V3_MODULE_ATTRIBUTES,
     LayerSpec,
     subclass_spec,
     v2_symbol,
@@ -402,7 +403,11 @@ class Dependencies(Codemod):
                 inner = self._structured_twin(target, rest, name, v2)
                 if inner is not None:
                     dots = "." * (self.state.context.package_depth + 2)
-                    changes(self.state).structured_twins[local] = (f"{dots}{'.'.join([target, *rest])}", inner)
+                    module = ".".join([target, *rest])
+                    changes(self.state).structured_twins[local] = (f"{dots}{module}", inner)
+                    fields = self.state.context.class_fields
+                    changes(self.state).twin_only[local] = frozenset(
+                        fields.get(f"{module}.{inner}", frozenset()) - fields.get(f"{module}.{name}", frozenset()))
                 continue
             if new_required == ["device"] and set(gone) <= {"_freqs_cis"} and name.endswith("RotaryEmbedding") and "device" in v3:
                 local = _local_name(node, name)
@@ -490,6 +495,17 @@ class Dependencies(Codemod):
         return [n for n in wanted if n not in exports and f"{module}.{n}" not in ctx.v3_exports]
 
 
+def _inherited_reads(node: cst.ClassDef) -> set[str]:
+    """``self.<a>`` that ``node``'s methods read and ``node`` neither sets nor defines: what it
+    expects from its bases."""
+    reads = {a.attr.value for a in nodes_of(node.body, (cst.Attribute,))
+             if isinstance(a, cst.Attribute) and isinstance(a.value, cst.Name) and a.value.value == "self"}
+    sets = {self_attr(t.target) for t in nodes_of(node.body, (cst.AssignTarget,)) if isinstance(t, cst.AssignTarget)}
+    defined = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)} \
+        if isinstance(node.body, cst.IndentedBlock) else set()
+    return reads - sets - defined
+
+
 @dataclass
 class SiblingChanges:
     """What ``Dependencies`` learned, at the imports, of sibling classes whose V3 constructor
@@ -500,6 +516,9 @@ class SiblingChanges:
     #: of those, the flat-input roots whose variant module holds the module they wrap → (that module,
     #: the wrapped class): a child built in a module's ``__init__`` is that class
     structured_twins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: of those, the attributes only the wrapped class has (``embed_tokens``, ``layers``): a subclass
+    #: that reads one subclasses the wrapped class
+    twin_only: dict[str, frozenset[str]] = field(default_factory=dict)
     #: classes whose V3 ``__init__`` takes none of these V2 placement parameters → (V2 parameters, the ones gone)
     placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
     #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
@@ -554,6 +573,10 @@ class SiblingCalls(Codemod):
         self._ported_fields = changed.ported_fields
         self._v3_fields = changed.v3_fields
         self._twins = changed.structured_twins
+        self._twin_only = changed.twin_only
+        #: per enclosing class: it subclasses a flat-input root but reads what the root wraps
+        #: (``self.layers``): it subclasses the wrapped class instead (see ``_reads_twin``)
+        self._twin_bases: list[bool] = []
         #: the enclosing classes and functions ("" for a class): where a call builds a child module
         self._scopes: list[str] = []
 
@@ -569,11 +592,31 @@ class SiblingCalls(Codemod):
         fixed = (self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
                  | self._ported_fields.keys() | self._v3_fields.keys())
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
-        self._fixed_bases.append(next((n for n in names if n in fixed), None))
+        base = next((n for n in names if n in fixed), None)
+        self._fixed_bases.append(base)
+        reads = _inherited_reads(node) if base in self._twins else set()
+        self._twin_bases.append(bool(reads & self._twin_only.get(base or "", frozenset())))
+        if self._twin_bases[-1] and base is not None:
+            module, twin = self._twins[base]
+            fields = self.state.context.class_fields
+            key = f"{module.lstrip('.')}.{twin}"
+            lost = sorted(reads - fields.get(key, frozenset()) - V3_MODULE_ATTRIBUTES) if key in fields else []
+            if lost:
+                self.todo("MV301", f"{twin} has no {', '.join(lost)} (V2 {base} had them, from max's V2 Transformer "
+                          f"or its own): {node.name.value} reads them; compute them here (V3 layers take their rope "
+                          "and return hidden states themselves)")
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self._scopes.pop()
         base = self._fixed_bases.pop()
+        if self._twin_bases.pop() and base is not None:
+            module, twin = self._twins[base]
+            self.state.needed_imports.add((module, twin, None))
+            self.rewrote(original, "MV301", f"class {original.name.value}({base}) reads what {base} wraps: it "
+                         f"subclasses {twin} (structured inputs, V2's parameter names); {base} takes flat graph inputs")
+            return updated.with_changes(bases=[
+                b.with_changes(value=cst.Name(twin)) if isinstance(b.value, cst.Name) and b.value.value == base else b
+                for b in updated.bases])
         if base in self._ported_fields and isinstance(updated.body, cst.IndentedBlock):
             return self._port_fields(original, updated, base, *self._ported_fields[base])
         if base in self._v3_fields and isinstance(updated.body, cst.IndentedBlock):
@@ -616,6 +659,8 @@ class SiblingCalls(Codemod):
         ):
             name = func.value
         elif self._fixed_bases and self._fixed_bases[-1] and _is_super_init(func):
+            if self._twin_bases[-1]:
+                return updated  # (the wrapped class takes the V2 arguments)
             name = self._fixed_bases[-1]
         else:
             return updated

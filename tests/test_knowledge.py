@@ -192,3 +192,11 @@ def test_call_moves_match_the_installed_call_signatures(name: str) -> None:
     body = inspect.getsource(v3.forward)
     for keyword in move.keywords:
         assert f'kwargs["{keyword}"]' in body
+
+
+def test_v3_module_attributes_are_those_of_the_installed_module() -> None:
+    from max.experimental.nn import Module
+
+    from migrate_v3.knowledge.layers import V3_MODULE_ATTRIBUTES
+
+    assert {a for a in dir(Module) if not a.startswith("_")} == V3_MODULE_ATTRIBUTES

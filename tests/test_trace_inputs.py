@@ -198,3 +198,25 @@ def test_a_declaring_method_that_raises_is_the_reason(attr: str) -> None:
     root = type("Root", (), {attr: broken})()
     types, _, fail = archbuild.compile_types_for(root, _built("v3"), _built("v2"))
     assert types is None and fail is not None and "needs the pipeline" in fail.error
+
+
+def test_a_replayed_root_is_built_in_the_dtype_most_of_its_v2_weights_have() -> None:
+    """``archbuild.weights_dtype``: what the ladder replays a V3 root under when no config names a
+    dtype (a V3 load path builds it under ``default_dtype(self.dtype)``, the model's)."""
+    from max.dtype import DType
+    from max.graph import DeviceRef
+    from max.nn import Linear, RMSNorm
+    from max.nn.layer import Module
+
+    class Block(Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = Linear(4, 8, DType.bfloat16, DeviceRef.CPU())
+            self.down = Linear(8, 4, DType.bfloat16, DeviceRef.CPU())
+            self.norm = RMSNorm(4, DType.float32)
+
+        def __call__(self, x: Any) -> Any:
+            return self.down(self.up(self.norm(x)))
+
+    assert archbuild.weights_dtype(Block()) == DType.bfloat16
+    assert archbuild.weights_dtype(object()) is None

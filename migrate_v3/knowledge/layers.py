@@ -572,6 +572,13 @@ NO_V3_CLASS: dict[str, str] = {
     "FusedMLP": "port it locally",
 }
 
+#: what every ModuleV3 ``Module`` has (max 26.7, ``dir(max.experimental.nn.Module)``): a subclass
+#: reading one of these reads no V2 attribute
+V3_MODULE_ATTRIBUTES = frozenset({
+    "children", "compile", "descendants", "device", "forward", "load_state_dict", "local_parameters",
+    "name_transparent", "parameters", "to", "trace",
+})
+
 #: max library classes outside ``max.nn`` that are V2 Modules with no ModuleV3 form in max 26.7 → what
 #: a subclass does instead (``tests/test_knowledge.py`` checks them against the installed max)
 V2_LIBRARY_MODULES: dict[str, str] = {

@@ -859,6 +859,18 @@ def dtype_of(config: Any) -> Any:
     return value if value is not None and type(value).__name__ == "DType" else None
 
 
+def weights_dtype(module2: Any) -> Any:
+    """The dtype most of a V2 module's floating-point weights have (None without any): what a V3
+    load path builds its counterpart under (``default_dtype(self.dtype)``) when no config says."""
+    from collections import Counter
+
+    try:
+        counts = Counter(w.dtype for w in module2.raw_state_dict().values() if w.dtype.is_float())
+    except Exception:  # noqa: BLE001 - not a V2 module with weights
+        return None
+    return counts.most_common(1)[0][0] if counts else None
+
+
 
 #: Where Hugging Face checkpoints put a model's weights relative to MAX's names:
 #: tried to find the checkpoint name a weight adapter maps to a given name.

@@ -741,7 +741,8 @@ class _Pair:
                     "L2", False, f"{name}: no V3 class of this name in the migrated package, and the V3 "
                     f"load path did not build it ({why})", built3.failure.where if built3.failure else "")))
                 continue
-            dtype = archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
+            dtype = (archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
+                     or archbuild.weights_dtype(cap2.module))
             module3, fail, how = archbuild.replay(cap2, cls3, built2, built3, dtype, self.prefer)
             if fail is not None:
                 side = "v3"
