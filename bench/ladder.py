@@ -354,7 +354,7 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     any failure of a root class (``Root: ...``) by ``MV320``'s note that the root subclasses a V2
     Module with no ModuleV3 form (its children are no V3 parameters, its call no V3 forward)."""
     site = _flagged_site(where, findings)
-    if not site and "stopped" in detail:  # a trace stopped by the deadline: a loop that never ended?
+    if not site and ("stopped" in detail or "ran past" in detail):  # a trace stopped by a deadline: an endless loop?
         site = _endless_loop(where)
     if site or package is None or not package.is_dir():
         return site

@@ -246,8 +246,8 @@ class Imports(Codemod):
             if local in provided:
                 self.rewrote(small, "MV310", f"{module}.{name} → V3 import")
                 continue
-            if name in allowed or module.startswith("max.nn.kernels"):
-                # kept by V3 code; kernels are wrapped at the call site (ops codemod)
+            if name in allowed or module.startswith("max.nn.kernels") or f"{module}.{name}" in K.GRAPH_FUNCTIONS:
+                # kept by V3 code; kernels and graph functions are wrapped at the call site (ops codemod)
                 kept.append(alias)
                 continue
             home = v3_home(name)

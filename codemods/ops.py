@@ -39,7 +39,7 @@ _SCOPE_HOOKS = (
     "visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef",
     "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp", "leave_Comparison",
 )
-_TRIGGERS = ("ops", "kernels", ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
+_TRIGGERS = ("ops", "kernels", *K.GRAPH_FUNCTION_NAMES, ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
              ".device ==", ".device !=",
              *(q.rpartition(".")[2] for q in K.FUNCTIONAL_TWINS))
 
@@ -193,6 +193,10 @@ class Ops(Codemod):
         qual = self.qualname(func)
         if qual is not None and qual.startswith(_KERNELS):
             return self._kernel_call(original, updated, qual[len(_KERNELS) :])
+        if qual in K.GRAPH_FUNCTIONS and not _wrapped(updated):
+            self._functional()
+            self.rewrote(original, "MV372", f"{qual.rpartition('.')[2]} takes graph values: wrapped with F.functional")
+            return updated.with_changes(func=cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)]))
         if qual in K.FUNCTIONAL_TWINS:
             module, _, v2 = qual.rpartition(".")
             name = self.state.import_name(module, K.FUNCTIONAL_TWINS[qual])
@@ -326,6 +330,11 @@ class Ops(Codemod):
         if original.attr.value in ("tensor", "buffer") and id(original) not in self.state.attr_bases and _is_graph_input(original.value):
             self.todo("MV373", f".{original.attr.value}: {K.GRAPH_VALUE_ATTRS[original.attr.value]}")
         return updated
+
+
+def _wrapped(call: cst.Call) -> bool:
+    """``F.functional(f)(...)`` already."""
+    return isinstance(call.func, cst.Call) and source(call.func.func) == "F.functional"
 
 
 def _looks_like_tensor(node: cst.BaseExpression) -> bool:

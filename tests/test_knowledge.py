@@ -200,3 +200,26 @@ def test_v3_module_attributes_are_those_of_the_installed_module() -> None:
     from migrate_v3.knowledge.layers import V3_MODULE_ATTRIBUTES
 
     assert {a for a in dir(Module) if not a.startswith("_")} == V3_MODULE_ATTRIBUTES
+
+
+@pytest.mark.parametrize("qualified", sorted(__import__("migrate_v3.knowledge.ops", fromlist=["x"]).GRAPH_FUNCTIONS))
+def test_graph_functions_are_max_nn_functions_over_single_graph_values(qualified: str) -> None:
+    """``knowledge.ops.GRAPH_FUNCTIONS`` (wrapped with ``F.functional`` at a call, MV372): each path
+    names a function whose hints take a graph value, none a list of them."""
+    import re
+
+    module, _, name = qualified.rpartition(".")
+    func = getattr(importlib.import_module(module), name)
+    assert inspect.isfunction(func)
+    text = " ".join(str(p.annotation) for p in inspect.signature(func).parameters.values())
+    assert re.search(r"\b(TensorValue|BufferValue|TensorValueLike)\b", text)
+    assert not re.search(r"(list|Sequence|Iterable)\[[^\]]*(TensorValue|BufferValue)", text)
+
+
+def test_a_graph_function_wrapped_with_functional_runs_on_tensors() -> None:
+    from max.experimental import functional as F
+    from max.experimental.tensor import Tensor
+    from max.nn.clamp import clamp
+
+    out = F.functional(clamp)(Tensor.ones([2]) * 3.0, min=-1.0, max=1.0)
+    assert [float(v) for v in out.to_numpy()] == [1.0, 1.0]

@@ -1153,3 +1153,27 @@ def test_a_trace_stopped_inside_a_loop_marked_as_never_ending_is_flagged(tmp_pat
     assert ladder.flagged(f"{f}:4", {}, detail) == "TODO"
     assert ladder.flagged(f"{f}:6", {}, detail) == ""  # another loop
     assert ladder.flagged(f"{f}:4", {}, "M: trace M: TypeError: x") == ""  # not a stop
+
+
+def test_a_trace_past_its_deadline_raises_and_the_callers_timer_is_put_back() -> None:
+    import signal
+    import time
+
+    from migrate_v3.verify import ladder as verify_ladder
+
+    fired: list[int] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    signal.setitimer(signal.ITIMER_REAL, 30)
+    try:
+        with pytest.raises(verify_ladder.TraceTimeout):
+            with verify_ladder._trace_deadline(0.2):
+                while True:
+                    time.sleep(0.01)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25 < left <= 30  # the caller's deadline, less the time the block took
+        with verify_ladder._trace_deadline(0.2):
+            pass  # (a block that ends in time raises nothing)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not fired

@@ -103,6 +103,35 @@ SUBMODULES = {
 
 #: Tensor-level wrappers of ``max.nn.kernels`` in ``common_layers.functional_kernels``
 #: (max 26.7: ``experimental/nn/common_layers/functional_kernels.py``).
+#: ``max.nn`` free functions over graph values (one value per parameter, no per-device lists),
+#: outside ``max.nn.kernels``, as their modules and the packages re-exporting them name them:
+#: V3 code calls them through ``F.functional``, which hands each the graph values of the Tensors
+#: (``tests/test_knowledge.py`` reads the hints off max 26.7)
+GRAPH_FUNCTIONS = frozenset({
+    "max.nn.attention.attention_with_rope.clamp", "max.nn.clamp.clamp", "max.nn.linear.clamp",
+    "max.nn.stacked_linear.clamp",
+    "max.nn.attention.multi_latent_attention_fp8.quantized_matmul", "max.nn.linear.quantized_matmul",
+    "max.nn.quant_ops.quantized_matmul",
+    "max.nn.linear.linear", "max.nn.stacked_linear.linear",
+    "max.nn.moe.stacked_moe.quantized_grouped_matmul", "max.nn.quant_ops.quantized_grouped_matmul",
+    "max.nn.quant_ops.quantized_fused_qkv_index_matmul", "max.nn.quant_ops.quantized_fused_qkv_matmul",
+    "max.nn.state_space.causal_conv1d_varlen_fwd", "max.nn.state_space.varlen_causal_conv1d.causal_conv1d_varlen_fwd",
+    "max.nn.state_space.gated_delta.gated_delta_conv1d_fwd", "max.nn.state_space.gated_delta_conv1d_fwd",
+    "max.nn.state_space.gated_delta.gated_delta_conv1d_verify_fwd", "max.nn.state_space.gated_delta_conv1d_verify_fwd",
+    "max.nn.state_space.gated_delta.gated_delta_recurrence_fwd", "max.nn.state_space.gated_delta_recurrence_fwd",
+    "max.nn.state_space.gated_delta.gated_delta_recurrence_verify_ring_fwd",
+    "max.nn.state_space.gated_delta_recurrence_verify_ring_fwd",
+    "max.nn.state_space.gated_delta.gated_delta_state_fold", "max.nn.state_space.gated_delta_state_fold",
+    "max.nn.state_space.gated_group_rmsnorm", "max.nn.state_space.gated_group_rmsnorm.gated_group_rmsnorm",
+    "max.nn.state_space.kda_chunk", "max.nn.state_space.kimi_delta.kda_chunk",
+    "max.nn.state_space.kda_decode", "max.nn.state_space.kimi_delta.kda_decode",
+    "max.nn.state_space.mamba2_ssd_chunk_scan_varlen_fwd_inplace",
+    "max.nn.state_space.mamba2_ssd_scan.mamba2_ssd_chunk_scan_varlen_fwd_inplace",
+    "max.nn.state_space.short_conv_ring", "max.nn.state_space.short_conv_ring.short_conv_ring",
+})
+#: their names (an import of one is kept: the calls are wrapped)
+GRAPH_FUNCTION_NAMES = frozenset(q.rpartition(".")[2] for q in GRAPH_FUNCTIONS)
+
 FUNCTIONAL_KERNELS_MODULE = "max.experimental.nn.common_layers.functional_kernels"
 FUNCTIONAL_KERNELS = frozenset(
     {

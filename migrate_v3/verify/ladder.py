@@ -22,13 +22,17 @@ no pipeline model: its root classes are built the way ``verify`` builds them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +97,43 @@ class Stopped(BaseException):
 #: code that turns the raise into another error (an import becomes an ImportError) does not
 #: carry it on, so each rung, each import and each failure checks this again
 stop_reason: str | None = None
+
+
+#: how long one trace may take before the ladder gives up on it and climbs on (L6): a trace
+#: stages in seconds; one that iterates a Tensor never ends (``MIGRATE_V3_LADDER_TRACE_SECONDS``)
+TRACE_SECONDS = float(os.environ.get("MIGRATE_V3_LADDER_TRACE_SECONDS", "90"))
+
+
+class TraceTimeout(Exception):
+    """A trace ran past :data:`TRACE_SECONDS`."""
+
+
+@contextlib.contextmanager
+def _trace_deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`TraceTimeout` in the block after ``seconds`` (main thread, where a caller's
+    own interval timer, the probe's deadline, is put back with the time it had left)."""
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_left and outer_left <= seconds:  # (the caller's deadline comes first: it stays in charge)
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 5)  # (again, should the code in the block swallow it)
+        raise TraceTimeout(f"the trace ran past {seconds:g} s (MIGRATE_V3_LADDER_TRACE_SECONDS)")
+
+    start = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 0.001))
 
 
 def _checkpoint() -> None:
@@ -1052,7 +1093,8 @@ def _l4(result: ArchResult, name: str, module3: Any, built3: archbuild.Built, bu
         return None
     dtype = next((c.default_dtype for c in built3.compiles if c.module is module3), None)
     try:
-        archbuild.trace(module3, types, dtype, built3.accelerator)
+        with _trace_deadline(TRACE_SECONDS):
+            archbuild.trace(module3, types, dtype, built3.accelerator)
     except Stopped as exc:  # (where the trace was when the deadline came: a loop that never ends, say)
         f = archbuild.failure(f"trace {name}", exc, prefer)
         result.steps.append(Step("L4", False, f"{name}: trace stopped (input types from {source})", f.where))
