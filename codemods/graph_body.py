@@ -27,6 +27,12 @@ names unchanged):
 The method is left alone (with its MV380 TODOs) unless all of it has that
 shape: one top-level ``with Graph``, the root a plain call, the body reading
 no local of the method but the root and simple ``x = self...`` values.
+
+A method that only picks a builder of the class by the number of devices
+(``if len(self.devices) > 1: return self._tp_graph(...)`` then ``return
+self._single_graph(...)``) is read as the one-device builder inlined
+(:func:`dispatched`): V3 runs one module on a device mesh, so the per-device
+graph V2 built for several devices is named in a TODO, not migrated.
 """
 
 from __future__ import annotations
@@ -295,6 +301,85 @@ def graph_body(func: cst.FunctionDef, pipeline: str, taken: set[str], any_: str)
     )
     prepare, todos = _weights(weights, root, state, cfg, any_)
     return GraphBody(instantiate=instantiate, subclass=subclass, prepare=prepare, todos=todos, resolved=resolved)
+
+
+@dataclass
+class Dispatch:
+    """A ``_build_graph_for_compile`` that picks a builder by the number of devices."""
+
+    #: the method with the one-device builder's body inlined
+    inlined: cst.FunctionDef
+    #: the one-device builder (inlined) and the builder(s) for several devices
+    single: str
+    multi: list[str]
+
+
+class _Rename(cst.CSTTransformer):
+    """Names (not attributes or keywords) → expressions: a builder's parameters → the call's arguments."""
+
+    def __init__(self, names: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.names = names
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.names.get(original.value, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _self_call(stmt: cst.CSTNode) -> cst.Call | None:
+    """``return self._m(...)`` → the call."""
+    small = _small(stmt)
+    value = small.value if isinstance(small, cst.Return) else None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and source(value.func.value) == "self":
+        return value
+    return None
+
+
+def dispatched(func: cst.FunctionDef, class_body: list[cst.BaseStatement]) -> Dispatch | None:
+    """``func`` as :class:`Dispatch` when its last statements are ``if <a test of the devices>:
+    return self._a(...)`` and ``return self._b(...)`` (``_b`` a method of the class taking the
+    arguments positionally or by name), else None."""
+    if not isinstance(func.body, cst.IndentedBlock) or len(func.body.body) < 2:
+        return None
+    stmts = list(func.body.body)
+    single, branch = _self_call(stmts[-1]), stmts[-2]
+    if single is None or not isinstance(branch, cst.If) or branch.orelse is not None or "devices" not in source(branch.test):
+        return None
+    if not isinstance(branch.body, cst.IndentedBlock) or len(branch.body.body) != 1:
+        return None
+    multi = _self_call(branch.body.body[0])
+    if multi is None:
+        return None
+    assert isinstance(single.func, cst.Attribute) and isinstance(multi.func, cst.Attribute)
+    methods = {s.name.value: s for s in class_body if isinstance(s, cst.FunctionDef)}
+    builder = methods.get(single.func.attr.value)
+    if builder is None or not isinstance(builder.body, cst.IndentedBlock) or multi.func.attr.value not in methods:
+        return None
+    params = [p.name.value for p in builder.params.params][1:]
+    if builder.params.star_arg is not cst.MaybeSentinel.DEFAULT or builder.params.kwonly_params or any(a.star for a in single.args):
+        return None
+    bound: dict[str, cst.BaseExpression] = {}
+    positional = [a for a in single.args if a.keyword is None]
+    if len(positional) > len(params):
+        return None
+    bound.update(zip(params, (a.value for a in positional), strict=False))
+    bound.update({a.keyword.value: a.value for a in single.args if a.keyword is not None})
+    if set(bound) != set(params):
+        return None
+    rename = _Rename({k: v for k, v in bound.items() if not (isinstance(v, cst.Name) and v.value == k)})
+    inner = [s for s in builder.body.body if not _is_docstring(s)]
+    body = [*stmts[:-2], *(cast(cst.BaseStatement, s.visit(rename)) for s in inner)]
+    return Dispatch(func.with_changes(body=func.body.with_changes(body=body)), builder.name.value, [multi.func.attr.value])
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    small = _small(stmt)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
 
 
 def _copies(shape: _Shape, kept: list[cst.BaseStatement], method_locals: set[str]) -> list[cst.BaseStatement] | None:

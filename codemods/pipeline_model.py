@@ -38,7 +38,7 @@ from codemods.args import self_attr, source
 from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
-from codemods.graph_body import METHOD, graph_body, insert_subclasses
+from codemods.graph_body import METHOD, dispatched, graph_body, insert_subclasses
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
@@ -450,6 +450,7 @@ class PipelineModels(Codemod):
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
         dropped: list[tuple[int, cst.BaseStatement]] = []  # the stash: back in if the rest still reads it
+        builders: tuple[str, list[str]] | None = None  # the graph builders METHOD picked from (``dispatched``)
         skip_doc = False
         for stmt in body:
             if skip_doc and _is_docstring(stmt):
@@ -476,6 +477,11 @@ class PipelineModels(Codemod):
                     continue
                 if name == METHOD and kv and not towers and not defines_method(body, "_instantiate_module"):
                     graph = self._graph_body(stmt, body)
+                    dispatch = dispatched(stmt, body) if graph is None else None
+                    if dispatch is not None:
+                        graph = self._graph_body(dispatch.inlined, body)
+                        if graph is not None:
+                            builders = (dispatch.single, dispatch.multi)
                     if graph is not None:
                         out.extend(graph)
                         continue
@@ -520,12 +526,32 @@ class PipelineModels(Codemod):
                 out.append(self._loaded_modules_built_lazily(self._in_method(stmt, kv, towers[0].attributes if towers else None)))
                 continue
             out.append(stmt)
+        if builders is not None:
+            out = self._builders_dispatched(out, *builders)
         if dropped and "self.state_dict" in self.state.source and any("self.state_dict" in source(s) for s in out):
             for at, stmt in reversed(dropped):
                 out.insert(at, stmt)
         if not towers and not any(isinstance(s, cst.FunctionDef) and s.name.value == "_instantiate_module" for s in out):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
+
+    def _builders_dispatched(self, out: list[cst.BaseStatement], single: str, multi: list[str]) -> list[cst.BaseStatement]:
+        """The one-device graph builder ``_instantiate_module`` took in goes; a builder for several
+        devices stays, with a TODO (V3 runs one module on a device mesh: its graph is not migrated)."""
+        kept: list[cst.BaseStatement] = []
+        for stmt in out:
+            name = stmt.name.value if isinstance(stmt, cst.FunctionDef) else None
+            if name == single:
+                self.rewrote(self._original_method(cast(cst.FunctionDef, stmt)), "MV383",
+                             f"{single}: its one-device graph is _instantiate_module's and its root's forward now")
+                continue
+            if name in multi:
+                note = (f"{TODO_PREFIX}MV383 {name} built V2's graph for several devices (per-device values); V3 "
+                        f"runs the one module _instantiate_module builds on a device mesh: move what {name} does "
+                        "differently into the root (placements, collectives on distributed Tensors), then delete it")
+                stmt = cast(cst.BaseStatement, attach_todos(stmt, [note]))
+            kept.append(stmt)
+        return kept
 
     def _original_method(self, func: cst.FunctionDef) -> cst.FunctionDef:
         """The method of this name in the original class (a rewrite is reported at its line), else ``func``."""
