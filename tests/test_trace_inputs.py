@@ -220,3 +220,29 @@ def test_a_replayed_root_is_built_in_the_dtype_most_of_its_v2_weights_have() -> 
 
     assert archbuild.weights_dtype(Block()) == DType.bfloat16
     assert archbuild.weights_dtype(object()) is None
+
+
+def test_a_config_that_refuses_widths_in_part_blocks_is_made_again_with_whole_blocks(monkeypatch: Any) -> None:
+    """``TinyConfigs``: an arch config whose ``initialize`` refuses a KV head width that is no whole
+    number of quantization blocks (deepseekV3_2_nextn's indexer cache, blocks of 32) is made again
+    with ``tiny.FP8_WIDTHS``."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import tiny
+
+    class Cfg:
+        @classmethod
+        def initialize(cls, *args: Any, **kwargs: Any) -> None: ...
+
+    hf = SimpleNamespace(index_head_dim=16, kv_lora_rank=16, qk_rope_head_dim=8, hidden_size=32)
+
+    def arch_config(cls: Any, config: Any, encoding: Any = None) -> Any:
+        if config.index_head_dim % 32:
+            raise ValueError("KVCache quantization granularity must evenly divide KV head dimension.")
+        return ("built", config.index_head_dim)
+
+    monkeypatch.setattr(tiny, "model_types", lambda *names: ["deepseek_v32"])
+    monkeypatch.setattr(tiny, "tiny_hf_config", lambda model_type: hf)
+    monkeypatch.setattr(tiny, "fill_config", lambda *a, **k: (_ for _ in ()).throw(TypeError("no tiny value")))
+    monkeypatch.setattr(tiny, "arch_config", arch_config)
+    assert auto.TinyConfigs(("nextn",), {})(Cfg) == ("built", 128)

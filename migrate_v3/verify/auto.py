@@ -113,11 +113,22 @@ class TinyConfigs:
             self.why = f"{type(exc).__name__}: {exc}"
         if callable(getattr(cls, "initialize", None)):  # a MAX arch config: built as its pipeline builds it
             dtype = self.overrides.get("dtype")
+            encoding = str(dtype).replace("DType.", "") if dtype else None
             try:
-                return tiny.arch_config(cls, hf, encoding=str(dtype).replace("DType.", "") if dtype else None)
+                return tiny.arch_config(cls, hf, encoding=encoding)
             except Exception as exc:  # noqa: BLE001
                 self.why += f"; {cls.__name__}.initialize: {type(exc).__name__}: {exc}"
+                if not _BLOCK_WIDTHS.search(str(exc)) or not tiny.widen(hf, tiny.FP8_WIDTHS):
+                    return None
+            try:  # (a KV cache quantized in blocks: widths that are whole blocks)
+                return tiny.arch_config(cls, hf, encoding=encoding)
+            except Exception as exc:  # noqa: BLE001
+                self.why += f"; again with widths in whole blocks: {type(exc).__name__}: {exc}"
         return None
+
+
+#: a config that refuses widths that are no whole number of quantization blocks (a quantized KV cache)
+_BLOCK_WIDTHS = re.compile(r"granularity must evenly divide|whole number of blocks|must be divisible by the block", re.I)
 
 
 def _is_hf_config(cls: Any) -> bool:

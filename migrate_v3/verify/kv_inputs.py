@@ -271,6 +271,10 @@ def _collection(kv: Any, leaves: Any) -> Any:
     return tree.leaves(kv.unflatten_kv_inputs(iter(leaves)), leaf=KVCacheInputsPerDevice)[0]
 
 
+#: the class attribute holding the KV cache parameters of a :func:`flat_kv_class`
+FLAT_KV_PARAMS = "_migrate_v3_kv_params"
+
+
 def flat_kv_class(cls: type, layout: FlatLayout, kv: Any, types: list[Any]) -> type:
     """``cls`` (a V2 or V3 module class) with the flat entry point of :class:`FlatLayout` and an
     ``input_types()`` returning ``types``; same name, same module, same weights.
@@ -285,7 +289,8 @@ def flat_kv_class(cls: type, layout: FlatLayout, kv: Any, types: list[Any]) -> t
         return list(types)
 
     namespace: dict[str, Any] = {"input_types": input_types, "__module__": cls.__module__,
-                                 "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+                                 "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+                                 FLAT_KV_PARAMS: kv}  # (what L5 feeds the cache inputs from: kv_feed)
     from max.nn.layer import Module as V2Module
 
     if issubclass(cls, V2Module):

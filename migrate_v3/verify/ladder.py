@@ -39,7 +39,7 @@ from typing import Any
 
 from migrate_v3.verify import archbuild
 from migrate_v3.verify.align import align_keys
-from migrate_v3.verify.kv_inputs import kv_feed
+from migrate_v3.verify.kv_inputs import FLAT_KV_PARAMS, kv_feed
 
 
 @dataclass
@@ -433,7 +433,8 @@ def _l5_root(name: str, v2: Any, v3: Any, types: list[Any], target: Any, prefer:
     signature = sides.v2_signature(v2)
     weights = random_state_dict(signature, 0)
     vocab = min((shape[0] for key, (shape, _) in signature.items() if "embed" in key and len(shape) == 2), default=32)
-    arrays = _feed(types, vocab, seed=1)
+    kv = getattr(type(v2), FLAT_KV_PARAMS, None)  # (a root traced through its flat KV inputs: a real cache)
+    arrays = (kv_feed(types, kv, vocab, 1, _feed) if kv is not None else None) or _feed(types, vocab, seed=1)
     start = time.perf_counter()
     try:
         expected = sides.compile_v2(v2, weights, types, target, sides.new_session(target))(arrays)
