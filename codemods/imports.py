@@ -341,6 +341,7 @@ class Imports(Codemod):
             assert isinstance(head, cst.ClassDef | cst.FunctionDef)
             first = head.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
             body = body[:at] + [first, *helper[1:]] + body[at:]
+            at += len(helper)  # (in the order they were added: one may subclass another)
             self.rewrote(first, "MV341", f"added {name}")
         return body
 

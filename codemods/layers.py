@@ -50,6 +50,7 @@ from migrate_v3.knowledge.layers import (
     FUNCTIONS,
     KEY_KEEPERS,
     LAYERS,
+    MASK_PORTS,
     NO_V3_CLASS,
     OPTIONAL_ATTRIBUTES,
     PLACEMENT_ARGS,
@@ -855,6 +856,7 @@ class LayerConstructors(Codemod):
         v2 = spec.v2_name
         new: dict[str, cst.Arg] = {}
         notes: list[str] = []
+        masked: list[str] = []  # V2 arguments the MASK_PORTS subclass takes
         for name in bound.order:
             arg = bound.args[name]
             if name in skip:
@@ -883,6 +885,10 @@ class LayerConstructors(Codemod):
             if name in spec.unsupported:
                 if _literal(source(arg.value)) == _literal(spec.v2_defaults.get(name, "<none>")):
                     notes.append(f"dropped default {name}")
+                elif v2 in MASK_PORTS and name in MASK_PORTS[v2][1] and not factory and func is None \
+                        and v3_name == spec.v3_name:
+                    new[name] = as_keyword(arg, name)  # (the emitted subclass takes it: _masked)
+                    masked.append(name)
                 else:
                     self.todo("MV342", f"{v2}({name}=...) has no V3 equivalent: {spec.unsupported[name]}")
                 continue
@@ -911,12 +917,14 @@ class LayerConstructors(Codemod):
                 self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
             elif v3 not in new and not factory and not self.in_partial:
                 self.todo("MV342", f"{v3_name}: {why}")
+        base = self._masked(original, spec, masked) if masked else None
         for v3, why in spec.key_changes.items():
             if v3 in new and _literal(source(new[v3].value)) != _literal("False"):
                 if v2 in KEY_KEEPERS and not factory and func is None and v3_name == spec.v3_name:
-                    func = self._key_keeper(original, spec, v3, why)
+                    func = self._key_keeper(original, spec, v3, why, base)
                 else:
                     self.todo("MV362", f"{v3_name}({v3}=...): {why}")
+        func = func or (cst.Name(base) if base else None)
         if (
             spec.caveat
             and not factory
@@ -924,14 +932,30 @@ class LayerConstructors(Codemod):
             and not self._calls_are_rewritten(original, spec.like or v2)
         ):
             self.todo("MV342", f"{v3_name}: {spec.caveat}")
-        ordered = [new[p] for p in (*spec.v3_params, *extra) if p in new]
+        ordered = [new[p] for p in (*spec.v3_params, *extra, *masked) if p in new]
         func = func or self._ref(original.func, v3_module or spec.v3_module, v3_name)
         self.rewrote(original, "MV340", f"{v2}(...) → {v3_name}(...) keywords" + (f" ({', '.join(notes)})" if notes else ""))
         return updated.with_changes(func=func, args=relayout(updated.args, ordered))
 
-    def _key_keeper(self, original: cst.Call, spec: LayerSpec, arg: str, why: str) -> cst.BaseExpression:
-        """The class ``KEY_KEEPERS`` emits into the module for ``spec``: V3's layer under V2's weight names."""
+    def _masked(self, original: cst.Call, spec: LayerSpec, args: list[str]) -> str:
+        """The class ``MASK_PORTS`` emits into the module for ``spec``: V3's layer taking ``args`` too."""
+        name, _, imports, code = MASK_PORTS[spec.v2_name]
+        self.state.import_name(spec.v3_module, spec.v3_name)
+        for module, symbol in imports:
+            self.state.import_name(module, symbol)
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        self.state.helpers[name] = code
+        self.rewrote(original, "MV342", f"{spec.v2_name}({', '.join(f'{a}=' for a in args)}...) → {name} (V3's "
+                     f"{spec.v3_name} has no {', '.join(args)}; the subclass passes them to its kernel as V2 did)")
+        return name
+
+    def _key_keeper(self, original: cst.Call, spec: LayerSpec, arg: str, why: str, base: str | None = None) -> cst.BaseExpression:
+        """The class ``KEY_KEEPERS`` emits into the module for ``spec``: V3's layer under V2's weight names
+        (on ``base``, a ``MASK_PORTS`` subclass, when the call needs one too)."""
         name, code = KEY_KEEPERS[spec.v2_name]
+        if base is not None:
+            renamed = f"{base}V2Names"
+            name, code = renamed, code.replace(f"class {name}({spec.v3_name}):", f"class {renamed}({base}):")
         self.state.import_name(spec.v3_module, spec.v3_name)
         self.state.import_name("max.experimental.nn", "Module")
         self.state.import_name(_TENSOR_MODULE, "Tensor")

@@ -223,3 +223,26 @@ def test_a_graph_function_wrapped_with_functional_runs_on_tensors() -> None:
 
     out = F.functional(clamp)(Tensor.ones([2]) * 3.0, min=-1.0, max=1.0)
     assert [float(v) for v in out.to_numpy()] == [1.0, 1.0]
+
+
+def test_mask_ports_forward_is_the_installed_v3_forward_but_for_the_mask() -> None:
+    """``MASK_PORTS``' emitted forward is max 26.7's ``AttentionWithRope.forward`` line for line,
+    except the kernel's mask (V3's causal constant → the layer's) and window, and the annotations."""
+    from max.experimental.nn.common_layers.attention import AttentionWithRope
+
+    from migrate_v3.knowledge.layers import MASK_PORTS
+
+    ours = MASK_PORTS["AttentionWithRope"][3]
+    ours = ours[ours.index("    def forward("):].splitlines()
+    window = [line for line in ours if "local_window_size=" in line]
+    assert [w.strip() for w in window] == ["local_window_size=-1 if self.sliding_window is None else self.sliding_window,"]
+    ours.remove(window[0])
+    theirs = inspect.getsource(AttentionWithRope.forward).splitlines()
+    assert len(ours) == len(theirs)
+    assert [(a.strip(), b.strip()) for a, b in zip(theirs, ours, strict=True) if a != b] == [
+        ("kv_collection: PagedCacheValues,", "kv_collection: Any,"),
+        ("**kwargs,", "**kwargs: Any,"),
+        ('"""Computes attention over the input tensor using the KV cache."""',
+         '"""V3 AttentionWithRope.forward (max 26.7) with this layer\'s mask and window."""'),
+        ("mask_variant=MHAMaskVariant.CAUSAL_MASK,", "mask_variant=self.mask_variant,"),
+    ]

@@ -416,7 +416,9 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
         if l5 and traced.ok and alignment.ok:
             if before_l5 is not None:
                 before_l5(result)
-            result.steps.append(_l5_root(name, v2, v3, used, target, prefer))
+            # (compiled anew, not the instance traced: a module may keep a value staged in that graph)
+            fresh = sides.build_v3(made, v3_classes[name], target, "float32")
+            result.steps.append(_l5_root(name, v2, fresh, used, target, prefer))
     result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
 
 
