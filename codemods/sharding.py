@@ -485,6 +485,11 @@ class Sharding(Codemod):
 
     # -- expressions ----------------------------------------------------------------
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        # (they only swap in what ``leave_Call`` marked: a ``list(xs)`` or ``tuple(xs)``)
+        source_ = self.state.source
+        return () if "list(" in source_ or "tuple(" in source_ else ("leave_Arg", "leave_Element", "leave_Return")
+
     def _one_tensor(self, node: cst.BaseExpression) -> str | None:
         """``node`` names a per-device list of a ``__call__`` whose lists V3 makes one Tensor (its
         name), or None. Iterating a Tensor indexes it 0, 1, 2... (it has no ``__iter__``): on a
@@ -790,25 +795,30 @@ class Sharding(Codemod):
 
     def _element_of(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
         """``list(xs)`` / ``tuple(xs)`` marked by ``leave_Call`` → ``xs`` (swapped in here: a Name is no
-        Call for the codemods after this one)."""
-        if id(original) not in self._one_element or not isinstance(updated, cst.Call) or len(updated.args) != 1:
+        Call for the codemods after this one); else ``updated`` itself."""
+        if not self._one_element or id(original) not in self._one_element or not isinstance(updated, cst.Call) or len(updated.args) != 1:
             return updated
         return updated.args[0].value
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
-        return updated.with_changes(value=self._element_of(original.value, updated.value))
+        value = self._element_of(original.value, updated.value)
+        return updated if value is updated.value else updated.with_changes(value=value)
 
     def leave_Element(self, original: cst.Element, updated: cst.Element) -> cst.Element:
-        return updated.with_changes(value=self._element_of(original.value, updated.value))
+        value = self._element_of(original.value, updated.value)
+        return updated if value is updated.value else updated.with_changes(value=value)
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         if original.value is None or updated.value is None:
             return updated
-        return updated.with_changes(value=self._element_of(original.value, updated.value))
+        value = self._element_of(original.value, updated.value)
+        return updated if value is updated.value else updated.with_changes(value=value)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         """A name bound to a rewritten per-device expression holds one distributed Tensor from here on."""
-        updated = updated.with_changes(value=self._element_of(original.value, updated.value))
+        value = self._element_of(original.value, updated.value)
+        if value is not updated.value:
+            updated = updated.with_changes(value=value)
         if self._per_device and id(original.value) in self._distributed and len(original.targets) == 1:
             target = original.targets[0].target
             if isinstance(target, cst.Name):
