@@ -52,6 +52,12 @@ def small_statement(stmt: cst.CSTNode) -> cst.BaseSmallStatement | None:
     return None
 
 
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """A line holding only a string literal (or literals that concatenate): a docstring where first."""
+    small = small_statement(stmt)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
+
+
 def self_attr(node: cst.BaseExpression | None) -> str | None:
     """``X`` for ``self.X``, else None."""
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":

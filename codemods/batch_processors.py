@@ -36,10 +36,10 @@ from typing import Any
 
 import libcst as cst
 
-from codemods.args import source
+from codemods.args import is_docstring, source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos
 from codemods.dependencies import changes
-from codemods.kv_trace import _is_docstring, _small
+from codemods.kv_trace import _small
 from codemods.pipeline_model import v3_input_order
 
 _V2 = "SingleReplicaRaggedBatchProcessor"
@@ -141,7 +141,7 @@ class BatchProcessors(Codemod):
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def _v3_symbolic(self, func: cst.FunctionDef) -> cst.BaseStatement:
-        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        stmts = [s for s in func.body.body if not is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
         ret = _small(stmts[0]) if len(stmts) == 1 else None
         call = ret.value if isinstance(ret, cst.Return) else None
         if isinstance(call, cst.Call) and source(call.func).rsplit(".", 1)[-1] == "modulev3_ragged_kv_symbolic_inputs":
@@ -184,7 +184,7 @@ class BatchProcessors(Codemod):
     def _only_symbolic(func: cst.FunctionDef) -> bool:
         if not isinstance(func.body, cst.IndentedBlock):
             return False
-        stmts = [s for s in func.body.body if not _is_docstring(s)]
+        stmts = [s for s in func.body.body if not is_docstring(s)]
         ret = _small(stmts[0]) if len(stmts) == 1 else None
         return (
             isinstance(ret, cst.Return)

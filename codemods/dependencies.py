@@ -575,7 +575,7 @@ class SiblingCalls(Codemod):
         self._twins = changed.structured_twins
         self._twin_only = changed.twin_only
         #: per enclosing class: it subclasses a flat-input root but reads what the root wraps
-        #: (``self.layers``): it subclasses the wrapped class instead (see ``_reads_twin``)
+        #: (``self.layers``): it subclasses the wrapped class instead (see ``_inherited_reads``)
         self._twin_bases: list[bool] = []
         #: the enclosing classes and functions ("" for a class): where a call builds a child module
         self._scopes: list[str] = []

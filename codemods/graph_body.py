@@ -42,8 +42,8 @@ from typing import cast
 
 import libcst as cst
 
+from codemods.args import is_docstring, source
 from codemods.args import small_statement as _small
-from codemods.args import source
 from codemods.base import TODO_PREFIX, nodes_of, todo_comments
 
 METHOD = "_build_graph_for_compile"
@@ -372,14 +372,9 @@ def dispatched(func: cst.FunctionDef, class_body: list[cst.BaseStatement]) -> Di
     if set(bound) != set(params):
         return None
     rename = _Rename({k: v for k, v in bound.items() if not (isinstance(v, cst.Name) and v.value == k)})
-    inner = [s for s in builder.body.body if not _is_docstring(s)]
+    inner = [s for s in builder.body.body if not is_docstring(s)]
     body = [*stmts[:-2], *(cast(cst.BaseStatement, s.visit(rename)) for s in inner)]
     return Dispatch(func.with_changes(body=func.body.with_changes(body=body)), builder.name.value, [multi.func.attr.value])
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    small = _small(stmt)
-    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
 
 
 def _copies(shape: _Shape, kept: list[cst.BaseStatement], method_locals: set[str]) -> list[cst.BaseStatement] | None:

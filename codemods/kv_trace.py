@@ -26,8 +26,8 @@ from typing import Any
 
 import libcst as cst
 
+from codemods.args import is_docstring, source
 from codemods.args import small_statement as _small
-from codemods.args import source
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 from codemods.resolve import dotted
 from codemods.shard_scan import one_per_device, per_device_element
@@ -38,11 +38,6 @@ _VARIADIC = "variadic_args"
 
 
 
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    small = _small(stmt)
-    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
-
-
 def has_own_call(body: list[cst.BaseStatement]) -> bool:
     return any(isinstance(s, cst.FunctionDef) and s.name.value in ("__call__", "forward") for s in body)
 
@@ -51,7 +46,7 @@ def flat_forward(trace: cst.FunctionDef, tensor: str) -> cst.FunctionDef | str:
     """The V3 root ``forward`` replacing ``trace``, or why ``trace`` is not the pattern."""
     if not isinstance(trace.body, cst.IndentedBlock):
         return "trace() has no block body"
-    stmts = [s for s in trace.body.body if not _is_docstring(s)]
+    stmts = [s for s in trace.body.body if not is_docstring(s)]
     if len(stmts) != 2 or not isinstance(stmts[0], cst.FunctionDef):
         return "trace() is more than an inner function and `return Graph(...)`"
     inner = stmts[0]
@@ -146,7 +141,7 @@ def bridged_forward(
         return f"the class has its own __call__: rename it {STRUCTURED}() and call it from the flat forward()"
     if any(isinstance(s, cst.FunctionDef) and s.name.value == STRUCTURED for s in body):
         return f"the class already has a {STRUCTURED}()"
-    stmts = [s for s in trace.body.body if not _is_docstring(s)]
+    stmts = [s for s in trace.body.body if not is_docstring(s)]
     if len(stmts) < 2 or not isinstance(stmts[-2], cst.FunctionDef):
         return "trace() does not end with an inner function and `return Graph(...)`"
     inner = stmts[-2]

@@ -127,13 +127,18 @@ class LayerCalls(Codemod):
         moves: dict[str, str] = {}
         for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-                moves = self._moved_layers(stmt)
+                handed = self._handed_layers(stmt)
                 appended = _appended_classes(stmt) if self.state.call_drops else {}
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
                     layer = self._layer_built(assign.value.func) if name and isinstance(assign.value, cst.Call) else None
                     if name and layer:
                         attrs[name] = layer
+                    # ``self.X = <moved layer>(...)`` or ``self.X = p`` (``p: <moved layer>``)
+                    moved = (self._moved_layer(assign.value.func) if isinstance(assign.value, cst.Call)
+                             else handed.get(assign.value.value) if isinstance(assign.value, cst.Name) else None)
+                    if name and moved:
+                        moves[name] = moved
                     built = _built_class(assign.value, appended) if name and self.state.call_drops else None
                     if name and built in self.state.call_drops:
                         siblings[name] = built
@@ -146,21 +151,12 @@ class LayerCalls(Codemod):
         symbol = v2_symbol(self.qualname(node))
         return symbol if symbol in CALL_MOVES else None
 
-    def _moved_layers(self, init: cst.FunctionDef) -> dict[str, str]:
-        """``self.X = <moved layer>(...)`` or ``self.X = p`` (``p: <moved layer>``) in ``init``."""
-        params = {
+    def _handed_layers(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``init``'s parameters annotated with a ``CALL_MOVES`` layer (a layer handed in) → that layer."""
+        return {
             p.name.value: layer for p in (*init.params.params, *init.params.kwonly_params)
             if p.annotation is not None and (layer := self._moved_layer(p.annotation.annotation)) is not None
         }
-        found: dict[str, str] = {}
-        for assign in _assignments(init):
-            name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
-            value = assign.value
-            layer = (self._moved_layer(value.func) if isinstance(value, cst.Call)
-                     else params.get(value.value) if isinstance(value, cst.Name) else None)
-            if name and layer:
-                found[name] = layer
-        return found
 
     def _moved_call(self, original: cst.Call, updated: cst.Call, layer: str) -> cst.Call:
         """``self.attn(layer_idx, x, kv, freqs_cis=f, input_row_offsets=r)`` → ``self.attn(x, kv,

@@ -27,7 +27,7 @@ import builtins
 
 import libcst as cst
 
-from codemods.args import source
+from codemods.args import is_docstring, source
 from codemods.base import Codemod, nodes_of
 from codemods.layers import defines_init
 from codemods.resolve import import_bindings
@@ -54,15 +54,6 @@ def _has_super_init(body: cst.BaseSuite) -> bool:
                 if isinstance(small, cst.Expr) and ".__init__(self" in source(small).replace(" ", ""):
                     return True
     return False
-
-
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
 
 
 def _root_names(node: cst.CSTNode) -> set[str] | None:
@@ -254,7 +245,7 @@ class ModuleInterface(Codemod):
             body = updated.body
             assert isinstance(body, cst.IndentedBlock)
             stmts = list(body.body)
-            at = 1 if stmts and _is_docstring(stmts[0]) else 0
+            at = 1 if stmts and is_docstring(stmts[0]) else 0
             stmts.insert(at, cst.parse_statement("super().__init__()\n"))
             updated = updated.with_changes(body=body.with_changes(body=stmts))
         return updated

@@ -193,10 +193,8 @@ class Ops(Codemod):
         qual = self.qualname(func)
         if qual is not None and qual.startswith(_KERNELS):
             return self._kernel_call(original, updated, qual[len(_KERNELS) :])
-        if qual in K.GRAPH_FUNCTIONS and not _wrapped(updated):
-            self._functional()
-            self.rewrote(original, "MV372", f"{qual.rpartition('.')[2]} takes graph values: wrapped with F.functional")
-            return updated.with_changes(func=cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)]))
+        if qual in K.GRAPH_FUNCTIONS:  # (once wrapped, the callee is a call: no qualified name)
+            return self._through_functional(original, updated, f"{qual.rpartition('.')[2]} takes graph values: wrapped with F.functional")
         if qual in K.FUNCTIONAL_TWINS:
             module, _, v2 = qual.rpartition(".")
             name = self.state.import_name(module, K.FUNCTIONAL_TWINS[qual])
@@ -217,10 +215,7 @@ class Ops(Codemod):
         if not K.known_op(op):
             return updated
         if not K.in_functional(op):
-            self._functional()
-            self.rewrote(original, "MV372", f"ops.{op} has no F form: wrapped with F.functional")
-            wrapped = cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)])
-            return updated.with_changes(func=wrapped)
+            return self._through_functional(original, updated, f"ops.{op} has no F form: wrapped with F.functional")
         change = K.OP_CHANGES.get(op)
         args = list(updated.args)
         if change is not None:
@@ -285,8 +280,12 @@ class Ops(Codemod):
             name = self.state.import_name(K.FUNCTIONAL_KERNELS_MODULE, kernel)
             self.rewrote(original, "MV370", f"max.nn.kernels.{kernel} → functional_kernels.{kernel}")
             return updated.with_changes(func=cst.Name(name))
+        return self._through_functional(original, updated, f"kernel {kernel} wrapped with F.functional")
+
+    def _through_functional(self, original: cst.Call, updated: cst.Call, message: str) -> cst.Call:
+        """``f(...)`` → ``F.functional(f)(...)`` (MV372): it hands ``f`` the Tensors' graph values."""
         self._functional()
-        self.rewrote(original, "MV372", f"kernel {kernel} wrapped with F.functional")
+        self.rewrote(original, "MV372", message)
         return updated.with_changes(func=cst.Call(func=_f_attr("functional"), args=[cst.Arg(updated.func)]))
 
     def _method_call(self, original: cst.Call, updated: cst.Call, method: str) -> cst.BaseExpression:
@@ -330,11 +329,6 @@ class Ops(Codemod):
         if original.attr.value in ("tensor", "buffer") and id(original) not in self.state.attr_bases and _is_graph_input(original.value):
             self.todo("MV373", f".{original.attr.value}: {K.GRAPH_VALUE_ATTRS[original.attr.value]}")
         return updated
-
-
-def _wrapped(call: cst.Call) -> bool:
-    """``F.functional(f)(...)`` already."""
-    return isinstance(call.func, cst.Call) and source(call.func.func) == "F.functional"
 
 
 def _looks_like_tensor(node: cst.BaseExpression) -> bool:

@@ -34,11 +34,11 @@ from typing import cast
 
 import libcst as cst
 
-from codemods.args import self_attr, source
+from codemods.args import is_docstring, self_attr, source
 from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
-from codemods.graph_body import METHOD, dispatched, graph_body, insert_subclasses
+from codemods.graph_body import METHOD, Dispatch, dispatched, graph_body, insert_subclasses
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
@@ -69,11 +69,6 @@ _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "Grap
 
 def _is_import(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    small = _small(stmt)
-    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
 
 
 def _is_guard(stmt: cst.CSTNode) -> bool:
@@ -450,10 +445,10 @@ class PipelineModels(Codemod):
         out: list[cst.BaseStatement] = []
         todos: list[str] = []
         dropped: list[tuple[int, cst.BaseStatement]] = []  # the stash: back in if the rest still reads it
-        builders: tuple[str, list[str]] | None = None  # the graph builders METHOD picked from (``dispatched``)
+        picked: Dispatch | None = None  # the graph builders METHOD picked from (``dispatched``)
         skip_doc = False
         for stmt in body:
-            if skip_doc and _is_docstring(stmt):
+            if skip_doc and is_docstring(stmt):
                 skip_doc = False
                 dropped.append((len(out), stmt))
                 continue
@@ -480,8 +475,7 @@ class PipelineModels(Codemod):
                     dispatch = dispatched(stmt, body) if graph is None else None
                     if dispatch is not None:
                         graph = self._graph_body(dispatch.inlined, body)
-                        if graph is not None:
-                            builders = (dispatch.single, dispatch.multi)
+                        picked = dispatch if graph is not None else None
                     if graph is not None:
                         out.extend(graph)
                         continue
@@ -526,8 +520,8 @@ class PipelineModels(Codemod):
                 out.append(self._loaded_modules_built_lazily(self._in_method(stmt, kv, towers[0].attributes if towers else None)))
                 continue
             out.append(stmt)
-        if builders is not None:
-            out = self._builders_dispatched(out, *builders)
+        if picked is not None:
+            out = self._builders_dispatched(out, picked)
         if dropped and "self.state_dict" in self.state.source and any("self.state_dict" in source(s) for s in out):
             for at, stmt in reversed(dropped):
                 out.insert(at, stmt)
@@ -535,9 +529,10 @@ class PipelineModels(Codemod):
             todos.append(f"{TODO_PREFIX}MV382 implement _instantiate_module(self, model_config): build the root module and .to(self.devices[0])")
         return out, todos
 
-    def _builders_dispatched(self, out: list[cst.BaseStatement], single: str, multi: list[str]) -> list[cst.BaseStatement]:
+    def _builders_dispatched(self, out: list[cst.BaseStatement], picked: Dispatch) -> list[cst.BaseStatement]:
         """The one-device graph builder ``_instantiate_module`` took in goes; a builder for several
         devices stays, with a TODO (V3 runs one module on a device mesh: its graph is not migrated)."""
+        single = picked.single
         kept: list[cst.BaseStatement] = []
         for stmt in out:
             name = stmt.name.value if isinstance(stmt, cst.FunctionDef) else None
@@ -545,7 +540,7 @@ class PipelineModels(Codemod):
                 self.rewrote(self._original_method(cast(cst.FunctionDef, stmt)), "MV383",
                              f"{single}: its one-device graph is _instantiate_module's and its root's forward now")
                 continue
-            if name in multi:
+            if name in picked.multi:
                 note = (f"{TODO_PREFIX}MV383 {name} built V2's graph for several devices (per-device values); V3 "
                         f"runs the one module _instantiate_module builds on a device mesh: move what {name} does "
                         "differently into the root (placements, collectives on distributed Tensors), then delete it")
@@ -602,7 +597,7 @@ class PipelineModels(Codemod):
 
     @staticmethod
     def _is_stash(func: cst.FunctionDef) -> bool:
-        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        stmts = [s for s in func.body.body if not is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
         return (
             len(stmts) == 2
             and _matches(stmts[0], "self.state_dict = super()._load_state_dict()")
@@ -623,7 +618,7 @@ class PipelineModels(Codemod):
     def _is_models_property(func: cst.FunctionDef) -> bool:
         if not any(source(d.decorator) == "property" for d in func.decorators):
             return False
-        stmts = [s for s in func.body.body if not _is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
+        stmts = [s for s in func.body.body if not is_docstring(s)] if isinstance(func.body, cst.IndentedBlock) else []
         ret = _small(stmts[0]) if len(stmts) == 1 else None
         return isinstance(ret, cst.Return) and ret.value is not None and source(ret.value).startswith("self._models[")
 
@@ -720,7 +715,7 @@ class PipelineModels(Codemod):
         if loads != 1 or ctor_at < 0:
             return None
         lead = 0  # the docstring and guards stay in front of the assert
-        while lead < len(kept) and (_is_docstring(kept[lead]) or _is_guard(kept[lead])):
+        while lead < len(kept) and (is_docstring(kept[lead]) or _is_guard(kept[lead])):
             lead += 1
         head, kept = kept[:lead], kept[lead:]
         if helper:
