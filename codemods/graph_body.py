@@ -372,8 +372,11 @@ def dispatched(func: cst.FunctionDef, class_body: list[cst.BaseStatement]) -> Di
     if set(bound) != set(params):
         return None
     rename = _Rename({k: v for k, v in bound.items() if not (isinstance(v, cst.Name) and v.value == k)})
-    inner = [s for s in builder.body.body if not is_docstring(s)]
-    body = [*stmts[:-2], *(cast(cst.BaseStatement, s.visit(rename)) for s in inner)]
+    prelude = stmts[:-2]
+    inner = [cast(cst.BaseStatement, s.visit(rename)) for s in builder.body.body if not is_docstring(s)]
+    # (an assert the method already made, ``assert isinstance(cfg, C)``, is not made twice)
+    asserted = {source(a) for s in prelude if isinstance(a := _small(s), cst.Assert)}
+    body = [*prelude, *(s for s in inner if not (isinstance(a := _small(s), cst.Assert) and source(a) in asserted))]
     return Dispatch(func.with_changes(body=func.body.with_changes(body=body)), builder.name.value, [multi.func.attr.value])
 
 
