@@ -13,6 +13,22 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Import max's KV-cache ops once, in the controller, before xdist starts its workers.
+
+    A fresh install compiles them into ``max/_kv_cache_ops/__mojocache__`` on first import; two
+    workers importing at once race on that file, and one reads it half-written ("file too short":
+    a brand-new venv's first run failed collecting tests/test_weights_max.py so). Without max
+    (the apply-only job) there is nothing to build.
+    """
+    if hasattr(config, "workerinput"):
+        return  # (a worker: the controller built it)
+    try:
+        import max._kv_cache_ops  # noqa: F401
+    except ImportError:
+        pass
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files holding a ``slow`` test (MAX compiles, whole-ladder runs) run first.
 
