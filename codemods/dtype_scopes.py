@@ -13,17 +13,32 @@ reads no name the statement binds (a comprehension's):
     self.gate = Linear(hidden, experts, dtype=config.gate_dtype, device=d)
     →  with default_dtype(config.gate_dtype):
            self.gate = Linear(in_dim=hidden, out_dim=experts, bias=False)
+
+A module of the package built with a dtype read off a config or named
+(``VisionBlock(dtype=config.dtype)``, ``dtype=config.llm_dtype``,
+``dtype=DType.float32``) keeps its ``dtype`` parameter, but its layers no
+longer take it: V2 built the whole child in that dtype (a vision tower in its
+sub-config's), so the statement is built under ``default_dtype`` of it too.
+A bare ``dtype=dtype`` hands on the dtype the module itself is built under.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of, todo_comments
+from migrate_v3.knowledge.layers import LAYERS, MODULE_NAMES, v2_symbol
+from migrate_v3.knowledge.ports import PORTS
 
 _KEY = "DtypeScopes"
+
+#: a dtype handed to a module of the package that V2 built it in: read off something
+#: (``config.dtype``, ``self.config.vision_config.dtype``, ``config.llm_dtype``) or named (``DType.float32``)
+_HANDED_DTYPE = re.compile(r"(?:[A-Za-z_]\w*\.)+(?:\w+_)?dtype|DType\.\w+")
 
 
 @dataclass
@@ -59,6 +74,33 @@ class DtypeScopes(Codemod):
         super().__init__(state)
         #: enclosing scopes, innermost last: True for a function
         self.functions: list[bool] = []
+        #: (class name, dtype code) of the package's classes built with a dtype V2 built them in
+        self.handed: set[tuple[str, str]] = set()
+        #: the dtypes of the enclosing ``with default_dtype(...)`` blocks
+        self.scoped: list[str] = []
+        #: enclosing classes, innermost last: True for a module (a pipeline model's builds are
+        #: ``pipeline_model``'s); and the file's module classes, by name
+        self.classes: list[bool] = []
+        self.module_classes: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not isinstance(node.func, cst.Name) or not node.func.value[:1].isupper():
+            return
+        qualname = self.qualname(node.func)
+        if qualname is not None and (qualname.startswith("max.") or qualname == "max"):
+            return  # a max class: ``layers`` maps its arguments
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "dtype":
+                code = source(arg.value)
+                if _HANDED_DTYPE.fullmatch(code):
+                    self.handed.add((node.func.value, code))
+
+    def visit_With(self, node: cst.With) -> None:
+        self.scoped += [_scoped_dtype(item.item) or "" for item in node.items]
+
+    def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
+        del self.scoped[len(self.scoped) - len(original.items):]
+        return updated
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(True)
@@ -69,12 +111,32 @@ class DtypeScopes(Codemod):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.functions.append(False)
+        is_module = any(self._module_base(base.value) for base in node.bases)
+        if is_module:
+            self.module_classes.add(node.name.value)
+        self.classes.append(is_module)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.functions.pop()
+        self.classes.pop()
         return updated
 
+    def _module_base(self, base: cst.BaseExpression) -> bool:
+        """A V2 module, layer or ported class, one of this file's modules, or a sibling's class
+        the plan says derives from a max module."""
+        value = base.value if isinstance(base, cst.Subscript) else base
+        qualname = self.qualname(value)
+        symbol = v2_symbol(qualname)
+        if symbol in MODULE_NAMES or symbol in LAYERS or symbol in PORTS:
+            return True
+        if isinstance(value, cst.Name) and value.value in self.module_classes:
+            return True
+        library = self.state.context.library_bases.get(qualname or "", "")
+        return library.startswith(("max.nn.", "max.experimental.nn."))
+
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if self.functions and self.functions[-1] and self.handed and self.classes and self.classes[-1]:
+            updated = self._handed_scopes(original, updated)
         scopes: dict[int, DtypeScope] | None = self.state.shared.get(_KEY)
         if not scopes or not self.functions or not self.functions[-1]:
             return updated
@@ -94,7 +156,24 @@ class DtypeScopes(Codemod):
                 body[i] = self._scoped(stmt, scope.value, old)
         return updated.with_changes(body=body)
 
-    def _scoped(self, stmt: cst.BaseStatement, value: str, old: cst.BaseStatement) -> cst.BaseStatement:
+    def _handed_scopes(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        """Each statement building a module of the package with a dtype V2 built it in (one
+        dtype per statement), under ``default_dtype`` of it unless a block already is."""
+        body = list(updated.body)
+        for i, stmt in enumerate(body):
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            values = {source(arg.value) for call in nodes_of(stmt, (cst.Call,)) if isinstance(call, cst.Call)
+                      and isinstance(call.func, cst.Name) for arg in call.args
+                      if arg.keyword is not None and arg.keyword.value == "dtype"
+                      and (call.func.value, source(arg.value)) in self.handed}
+            if len(values) != 1 or (value := values.pop()) in self.scoped:
+                continue
+            old: cst.CSTNode = original.body[i] if len(original.body) == len(body) else original
+            body[i] = self._scoped(stmt, value, old, handed=True)
+        return updated.with_changes(body=body)
+
+    def _scoped(self, stmt: cst.BaseStatement, value: str, old: cst.CSTNode, handed: bool = False) -> cst.BaseStatement:
         if not isinstance(stmt, cst.SimpleStatementLine) or nodes_of(stmt, (cst.Lambda,)) or _reads_own_binding(stmt, value):
             return stmt
         default_dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
@@ -104,8 +183,17 @@ class DtypeScopes(Codemod):
         todos = [line for line in stmt.leading_lines if line.comment is not None and line.comment.value.startswith(TODO_PREFIX)]
         inner = [line for line in todos if not _dtype_todo(line.comment.value)]  # type: ignore[union-attr]
         outer = [line for line in stmt.leading_lines if line not in todos]
-        self.rewrote(old, "MV342", f"dtype={value} dropped from its layer: the statement is built under default_dtype({value})")
+        self.rewrote(old, "MV342", f"built with dtype={value}, which V2 built its layers in: the statement is built "
+                     f"under default_dtype({value})" if handed else
+                     f"dtype={value} dropped from its layer: the statement is built under default_dtype({value})")
         return block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=inner)]), leading_lines=outer)
+
+
+def _scoped_dtype(item: cst.BaseExpression) -> str | None:
+    """The dtype of a ``default_dtype(x)`` context manager, or None."""
+    if isinstance(item, cst.Call) and len(item.args) == 1 and source(item.func).split(".")[-1] == "default_dtype":
+        return source(item.args[0].value)
+    return None
 
 
 def _dtype_todo(text: str) -> bool:
