@@ -1177,3 +1177,35 @@ def test_a_trace_past_its_deadline_raises_and_the_callers_timer_is_put_back() ->
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert not fired
+
+
+def test_both_sides_are_built_in_the_encoding_v2s_own_weight_adapter_casts_its_weights_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """qwen3vl_moe's adapter makes every float weight bfloat16: its model built for the float32
+    encoding could not load its own checkpoint, so both sides are built in bfloat16 instead. An
+    adapter that keeps the dtypes, casts to two dtypes, or to one the architecture does not
+    support, changes nothing."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from migrate_v3.verify import archbuild, sides
+    from migrate_v3.verify import ladder as lad
+
+    own = {"embed.weight": ((8, 4), "float32"), "norm.weight": ((4,), "float32"), "ids": ((2,), "int64")}
+    monkeypatch.setattr(sides, "v2_signature", lambda module: dict(own))
+    adapted: dict[str, Any] = {}
+    monkeypatch.setattr(archbuild, "adapted_signature", lambda *a: dict(adapted))
+    pair: Any = SimpleNamespace(entry2=SimpleNamespace(supported_encodings=["float32", "bfloat16"]),
+                                adapter=lambda side: None, pipeline_config=lambda ckpt: None)
+    ckpt: Any = SimpleNamespace(encoding="float32", hf_config=None)
+    built2 = archbuild.Built("v2", "M")
+    built2.roots = [archbuild.Capture(None, (), {})]
+
+    adapted.update({**own, "embed.weight": ((8, 4), "bfloat16"), "norm.weight": ((4,), "bfloat16")})
+    assert lad._adapted_encoding(pair, ckpt, None, built2) == "bfloat16"
+    adapted.update(own)  # the adapter keeps them
+    assert lad._adapted_encoding(pair, ckpt, None, built2) is None
+    adapted.update({"embed.weight": ((8, 4), "bfloat16"), "norm.weight": ((4,), "float16")})  # two dtypes
+    assert lad._adapted_encoding(pair, ckpt, None, built2) is None
+    adapted.update({"norm.weight": ((4,), "float16"), "embed.weight": ((8, 4), "float16")})  # unsupported
+    assert lad._adapted_encoding(pair, ckpt, None, built2) is None

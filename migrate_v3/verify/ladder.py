@@ -242,65 +242,109 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             result.steps.append(Step("L2", False, f"no tiny config: {f.error}", side="setup"))
             return
         result.model_type = ckpt.model_type
+        notes = list(ckpt.notes)
         result.config_notes = ckpt.notes
-        pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, Path(tmp), f"{parent}.{v3_name}",
-                     package_dir=root / parent / arch)
-        # first pass, no weights: which modules, which parameters
-        ckpt, first2, first3 = pair.first_pass(ckpt)
-        if _placeholder(first2, f"{v2_prefix}.{arch}.") and _package_classes(root, parent, arch, v2_prefix):
-            # the registry's placeholder (dflash_llama3's builds llama3's Llama3): the package's
-            # own model is what another pipeline builds, so its root classes are climbed
-            result.config_notes.append(f"its pipeline model builds no module of {arch} (a placeholder for "
-                                       "the registry): the package's own root classes are climbed")
-            _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5)
-            return
-        if pair.filled:
-            result.config_notes.append("fields the V2 load path stopped on for want of, added: "
-                                       + ", ".join(pair.filled))
-        if pair.read:
-            result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
-        if pair.settings:
-            result.config_notes.append("pipeline settings the V2 load path named as a flag it needs, turned on "
-                                       "(both sides): " + ", ".join(pair.settings))
-        if first2.defaults:
-            result.config_notes.append("class attributes a base of the pipeline model declares and only its other "
-                                       "subclasses set, given: "
-                                       + ", ".join(f"{k}={v!r}" for k, v in first2.defaults.items()))
-        roots = pair.roots(first2, first3)
-        if isinstance(roots, Step):  # the first pass already says why
-            result.steps += [roots, _l6(first3)]
-            return
-        # second pass: a checkpoint with every weight either side has, as both adapters read it
-        if pair.accelerator:
-            result.config_notes.append("GPU device spec (devices CPU; GPU device refs realised as the CPU device "
-                                       "while building and tracing): the V2 load path refuses a CPU spec")
-        try:
-            names = pair.checkpoint(ckpt, roots)
-        except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
-            if first2.failure is None:
-                raise
-            f = archbuild.failure("weights of the V2 roots", exc)
-            result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
-                                  f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
-            return
-        # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
-        names.update({r: sig for r, sig in pair.read.items() if r not in pair.placeholders
-                      and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
+        encoding = _on_checkpoint(result, ckpt, entry2, entry3, root, parent, arch, v3_name, v2_prefix,
+                                  prefer, Path(tmp), l5)
+        if encoding is not None:  # V2's own weight adapter gives its weights in another encoding
+            notes += [f"V2's weight adapter gives its weights in {encoding}, which a V2 model "
+                     f"built in {ckpt.encoding or archbuild.encoding_for(entry2)} does not load: both sides "
+                     f"are built in {encoding}"]
+            result.steps = [s for s in result.steps if s.rung in ("L0", "L1")]
+            ckpt = dataclasses.replace(ckpt.rewritten(Path(tmp) / encoding), encoding=encoding, notes=notes)
+            result.config_notes = ckpt.notes
+            _on_checkpoint(result, ckpt, entry2, entry3, root, parent, arch, v3_name, v2_prefix, prefer,
+                           Path(tmp) / f"{encoding}-build", l5, retry=False)
+
+
+def _on_checkpoint(result: ArchResult, ckpt: archbuild.Checkpoint, entry2: Any, entry3: Any, root: Path,
+                   parent: str, arch: str, v3_name: str, v2_prefix: str, prefer: tuple[Path, ...],
+                   tmp: Path, l5: bool, retry: bool = True) -> str | None:
+    """The rungs from L2 on, of ``ckpt``; or, with ``retry``, the encoding to build both sides in
+    instead, when V2's weight adapter gives the V2 roots' own weights in it (:func:`_adapted_encoding`)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    pair = _Pair(entry2, entry3, (v2_prefix, parent), prefer, tmp, f"{parent}.{v3_name}",
+                 package_dir=root / parent / arch)
+    # first pass, no weights: which modules, which parameters
+    ckpt, first2, first3 = pair.first_pass(ckpt)
+    if _placeholder(first2, f"{v2_prefix}.{arch}.") and _package_classes(root, parent, arch, v2_prefix):
+        # the registry's placeholder (dflash_llama3's builds llama3's Llama3): the package's
+        # own model is what another pipeline builds, so its root classes are climbed
+        result.config_notes.append(f"its pipeline model builds no module of {arch} (a placeholder for "
+                                   "the registry): the package's own root classes are climbed")
+        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5)
+        return None
+    if pair.filled:
+        result.config_notes.append("fields the V2 load path stopped on for want of, added: "
+                                   + ", ".join(pair.filled))
+    if pair.read:
+        result.config_notes.append(f"weights the load path reads before building: {', '.join(pair.read)}")
+    if pair.settings:
+        result.config_notes.append("pipeline settings the V2 load path named as a flag it needs, turned on "
+                                   "(both sides): " + ", ".join(pair.settings))
+    if first2.defaults:
+        result.config_notes.append("class attributes a base of the pipeline model declares and only its other "
+                                   "subclasses set, given: "
+                                   + ", ".join(f"{k}={v!r}" for k, v in first2.defaults.items()))
+    roots = pair.roots(first2, first3)
+    if isinstance(roots, Step):  # the first pass already says why
+        result.steps += [roots, _l6(first3)]
+        return None
+    # second pass: a checkpoint with every weight either side has, as both adapters read it
+    if pair.accelerator:
+        result.config_notes.append("GPU device spec (devices CPU; GPU device refs realised as the CPU device "
+                                   "while building and tracing): the V2 load path refuses a CPU spec")
+    try:
+        names = pair.checkpoint(ckpt, roots)
+    except Exception as exc:  # noqa: BLE001 - a V2 root its failed load path left half-built
+        if first2.failure is None:
+            raise
+        f = archbuild.failure("weights of the V2 roots", exc)
+        result.steps += [Step("L2", False, f"V2 reference: {first2.failure.line()} (its roots are "
+                              f"half-built: {f.error})", first2.failure.where, "v2"), _l6(first3)]
+        return None
+    # unless a real weight of that name is there (under its checkpoint name, or the V2 root's own)
+    names.update({r: sig for r, sig in pair.read.items() if r not in pair.placeholders
+                  and not any(n == r or n.endswith("." + r) for n in (*names, *pair.own2))})
+    full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
+    built2, built3 = pair.build(full)
+    redone = _redtyped(pair, ckpt, roots, built2, names)
+    if redone:
+        # the V2 load path read dtypes off the checkpoint (a norm dtype taken from a norm weight):
+        # on it V2 built other dtypes than on the empty one; the checkpoint is written again with
+        # those, so that the reference agrees with its own checkpoint (once: V2 then keeps them)
+        result.config_notes.append(f"V2 built {len(redone)} weights in other dtypes on the checkpoint "
+                                   f"than on the empty one (e.g. {next(iter(redone))} "
+                                   f"{names[next(iter(redone))][1]} -> {next(iter(redone.values()))[1]}): "
+                                   "the checkpoint gives them in those")
+        names.update(redone)
         full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
         built2, built3 = pair.build(full)
-        redone = _redtyped(pair, ckpt, roots, built2, names)
-        if redone:
-            # the V2 load path read dtypes off the checkpoint (a norm dtype taken from a norm weight):
-            # on it V2 built other dtypes than on the empty one; the checkpoint is written again with
-            # those, so that the reference agrees with its own checkpoint (once: V2 then keeps them)
-            result.config_notes.append(f"V2 built {len(redone)} weights in other dtypes on the checkpoint "
-                                       f"than on the empty one (e.g. {next(iter(redone))} "
-                                       f"{names[next(iter(redone))][1]} -> {next(iter(redone.values()))[1]}): "
-                                       "the checkpoint gives them in those")
-            names.update(redone)
-            full, loaded = ckpt.with_weights(names, seed=0 if l5 else None)
-            built2, built3 = pair.build(full)
-        _rungs(result, pair, built2, built3, loaded, full, l5)
+    if retry and (encoding := _adapted_encoding(pair, full, loaded, built2)) is not None:
+        return encoding
+    _rungs(result, pair, built2, built3, loaded, full, l5)
+    return None
+
+
+def _adapted_encoding(pair: _Pair, ckpt: archbuild.Checkpoint, loaded: Any, built2: archbuild.Built) -> str | None:
+    """The one supported encoding V2's weight adapter casts the V2 roots' own float weights to,
+    when that is not the encoding they were built in (qwen3vl_moe's adapter makes every float
+    weight bfloat16: its float32 model cannot load its own checkpoint); else None."""
+    from migrate_v3.verify import sides
+
+    try:
+        own: archbuild.Signature = {}
+        for c in built2.roots:
+            own.update(sides.v2_signature(c.module))
+        adapted = archbuild.adapted_signature(pair.adapter("v2"), loaded, pair.pipeline_config(ckpt), ckpt.hf_config)
+    except Exception:  # noqa: BLE001 - a half-built V2 root or an adapter that refuses: the rungs report it
+        return None
+    moved = {adapted[k][1] for k, (shape, dtype) in own.items()
+             if k in adapted and adapted[k][0] == shape and adapted[k][1] != dtype}
+    encodings = {str(e) for e in getattr(pair.entry2, "supported_encodings", ()) or ()}
+    if len(moved) != 1 or (encoding := moved.pop()) not in encodings:
+        return None
+    return encoding if encoding != (ckpt.encoding or archbuild.encoding_for(pair.entry2)) else None
 
 
 def _redtyped(pair: _Pair, ckpt: archbuild.Checkpoint, first: list[_Root], built2: archbuild.Built,
