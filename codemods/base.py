@@ -54,6 +54,17 @@ class FieldDecl(NamedTuple):
     default: str | None = None
 
 
+class CallShape(NamedTuple):
+    """A call that passes names by keyword and may call a module instance (``module_interface``):
+    how many positionals (None: a ``*`` spread), the keyword names, whether a ``**`` spread
+    passes more, and the class called when the call shows it (``self(...)``: its own)."""
+
+    positional: int | None
+    keywords: frozenset[str]
+    spread: bool = False
+    of: str | None = None
+
+
 @dataclass
 class TransformContext:
     """Per-run options and cross-file facts (plain data, no I/O)."""
@@ -81,6 +92,9 @@ class TransformContext:
     library_bases: dict[str, str] = field(default_factory=dict)
     #: ``pkg.module.Class`` → the parameters its instances are called with (``forward``/``__call__``)
     call_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the calls of this file's package that may call a module instance with keywords
+    #: (``module_interface.call_keywords``); None: not known, the file's own are read
+    call_keywords: frozenset[CallShape] | None = None
     #: dotted modules of V2 siblings that use no V2 API (importing them brings no V2 graph code)
     neutral_modules: frozenset[str] = frozenset()
     #: the source before ``release_names`` spelled its imports the 26.7 way (None: it did not)

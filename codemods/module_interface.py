@@ -3,10 +3,15 @@
 For a subclass of the V2 ``Module`` (or ``Layer``): ``__call__`` becomes
 ``forward``; the base becomes ``Module[[arg types], return type]`` built from
 ``forward``'s (already rewritten) annotations — ``...`` when it takes
-``*args``/``**kwargs``/keyword-only arguments, a parameter with a default, or a
-parameter that a ``self.<child>(..., name=...)`` call in the file passes by
-keyword (a ``[A, B]`` list is positional and required for mypy: ``m(x)`` that
-omits the default, or ``m(x, mask=m)``, would be an error in correct code); bare ``Module`` when an annotation
+``*args``/``**kwargs``/keyword-only arguments, a parameter with a default, or
+parameters a call in the package could pass by keyword (a ``[A, B]`` list is
+positional and required for mypy: ``m(x)`` that omits the default, or
+``m(x, mask=m)``, would be an error in correct code). A module is called through
+attributes, locals, loop variables and other files (the pipeline model's
+``encoder(pixel_values=...)``), so the call rarely shows its class: every call
+but one of a class, a function or a method of ``self``'s class counts, for each
+class whose parameters its arguments could bind to (``call_keywords``, which the
+plan gathers per package). Bare ``Module`` when an annotation
 is missing or names something not defined yet when the class is created
 (a quoted forward reference, a ``TYPE_CHECKING``-only import);
 ``super().__init__()`` is added to an ``__init__`` that lacks it. In a subclass
@@ -23,14 +28,16 @@ the port takes V2's ``__init__`` arguments as they are.
 
 from __future__ import annotations
 
+import ast
 import builtins
+from collections.abc import Iterable
 
 import libcst as cst
 
 from codemods.args import is_docstring, source
-from codemods.base import Codemod, nodes_of
+from codemods.base import CallShape, Codemod
 from codemods.layers import defines_init
-from codemods.resolve import import_bindings
+from codemods.resolve import import_bindings, statement_blocks
 from migrate_v3.knowledge.layers import (
     LAYERS,
     MODULE_HOME,
@@ -93,24 +100,21 @@ class ModuleInterface(Codemod):
         self.available: set[str] = set(_BUILTINS) | {"None"}
         self.depth = 0
         self.forward: list[cst.FunctionDef | None] = []
-        self.module: cst.Module | None = None
-        self._keywords: set[str] | None = None
+        self._keywords: frozenset[CallShape] | None = None
 
-    def keywords_to_children(self) -> set[str]:
-        """Keyword names of every ``self.<attr>(...)`` call in the file (computed on first use)."""
+    def keyword_calls(self) -> frozenset[CallShape]:
+        """The package's calls that pass names by keyword (the plan's; without one, this file's)."""
         if self._keywords is None:
-            self._keywords = set()
-            for call in nodes_of(self.module, (cst.Call,)) if self.module is not None else ():
-                assert isinstance(call, cst.Call)
-                func = call.func
-                if isinstance(func, cst.Subscript):
-                    func = func.value
-                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-                    self._keywords.update(a.keyword.value for a in call.args if a.keyword is not None)
+            known = self.state.context.call_keywords
+            if known is None:
+                try:
+                    known = call_keywords([ast.parse(self.state.source)])
+                except (SyntaxError, ValueError):
+                    known = frozenset()
+            self._keywords = known
         return self._keywords
 
     def visit_Module(self, node: cst.Module) -> None:
-        self.module = node
         for stmt in node.body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
@@ -166,7 +170,7 @@ class ModuleInterface(Codemod):
             symbol = v2_symbol(self.qualname(orig_base.value))
             if symbol in MODULE_NAMES:
                 name = self.state.import_name(MODULE_HOME, "Module")
-                generic = self._generic(forward)
+                generic = self._generic(forward, original.name.value)
                 new_value: cst.BaseExpression = cst.Name(name)
                 if generic is not None:
                     new_value = cst.parse_expression(f"{name}[{generic}]")
@@ -177,7 +181,7 @@ class ModuleInterface(Codemod):
             bases.append(base)
         return updated.with_changes(bases=bases)
 
-    def _generic(self, forward: cst.FunctionDef | None) -> str | None:
+    def _generic(self, forward: cst.FunctionDef | None, cls: str) -> str | None:
         if forward is None or forward.returns is None:
             return None
         params = forward.params
@@ -187,7 +191,7 @@ class ModuleInterface(Codemod):
             or params.star_kwarg is not None
             or bool(params.kwonly_params)
             or any(p.default is not None for p in positional)
-            or any(p.name.value in self.keywords_to_children() for p in positional)
+            or any(binds_by_keyword(call, cls, [p.name.value for p in positional]) for call in self.keyword_calls())
         )
         types: list[str] = []
         for p in positional:
@@ -254,3 +258,82 @@ class ModuleInterface(Codemod):
 def _defines(node: cst.ClassDef, name: str) -> bool:
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
     return any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == name for stmt in body)
+
+
+def call_keywords(trees: Iterable[ast.Module]) -> frozenset[CallShape]:
+    """The calls in ``trees`` that pass a name by keyword and may call a module instance: all
+    but calls of a name the module binds at top level or a builtin (a class, a function) or of
+    an attribute of one (``F.gelu``, ``nn.Linear``), of ``super()``'s methods, of ``cls(...)``
+    and of ``self.m``/``cls.m`` where the enclosing class defines ``m``."""
+    found: set[CallShape] = set()
+    for tree in trees:
+        top = _top_level_names(tree) | _BUILTINS | {"cls"}
+        #: (a walk of its own: ``ast.NodeVisitor`` took 3x as long)
+        stack: list[tuple[ast.AST, tuple[str, set[str]] | None]] = [(tree, None)]
+        while stack:
+            node, cls = stack.pop()
+            if type(node) is ast.ClassDef:
+                cls = (node.name, {s.name for s in node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)})
+            elif type(node) is ast.Call and node.keywords:
+                shape = _shape(node, cls, top)
+                if shape is not None:
+                    found.add(shape)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    stack.append((value, cls))
+                elif type(value) is list:
+                    stack.extend((v, cls) for v in value if isinstance(v, ast.AST))
+    return frozenset(found)
+
+
+def _shape(call: ast.Call, cls: tuple[str, set[str]] | None, top: set[str] | frozenset[str]) -> CallShape | None:
+    """``call``'s shape, or None when it passes nothing by keyword or calls no module."""
+    keywords = frozenset(k.arg for k in call.keywords if k.arg is not None)
+    func = call.func
+    if not keywords or (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
+        and cls is not None and func.attr in cls[1]
+    ):
+        return None
+    root = func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Call) and isinstance(root.func, ast.Name) and root.func.id == "super":
+        return None
+    if isinstance(root, ast.Name) and root.id in top:
+        return None
+    positional = None if any(isinstance(a, ast.Starred) for a in call.args) else len(call.args)
+    of = cls[0] if cls is not None and isinstance(func, ast.Name) and func.id == "self" else None
+    return CallShape(positional, keywords, len(keywords) < len(call.keywords), of)
+
+
+def binds_by_keyword(call: CallShape, cls: str, params: list[str]) -> bool:
+    """Could ``call`` be a correct call of class ``cls`` whose forward takes ``params`` (all
+    positional and required), some of them by keyword?"""
+    if call.of is not None and call.of != cls:
+        return False
+    if call.positional is None:  # (a * spread: any number of positionals)
+        return call.keywords <= set(params)
+    rest = params[call.positional:]
+    if call.positional > len(params) or not call.keywords <= set(rest):
+        return False
+    return call.spread or len(call.keywords) == len(rest)
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            for block in statement_blocks(node):
+                stack.extend(block)
+    return names

@@ -127,6 +127,7 @@ def _contexts(
         field_decls=the_plan.field_decls,
         library_bases=the_plan.library_bases,
         call_signatures=the_plan.call_signatures,
+        call_keywords=the_plan.call_keywords.get(target.name),
         neutral_modules=the_plan.neutral_modules,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,

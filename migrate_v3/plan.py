@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods.base import FieldDecl
+from codemods.base import CallShape, FieldDecl
+from codemods.module_interface import call_keywords
 from codemods.resolve import statement_blocks
 from migrate_v3.classify import classify_bytes
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
@@ -93,6 +94,9 @@ class Plan:
     #: ``pkg.module.Class`` → the parameters its instances are called with (its ``forward``, else
     #: ``__call__``; see ``init_signature``), same classes
     call_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: target name → its calls that may call a module instance with keywords
+    #: (``module_interface.call_keywords``: a forward they bind to is called by keyword)
+    call_keywords: dict[str, frozenset[CallShape]] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -206,7 +210,38 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
+        {t.name: _call_keywords(t) for t in targets},
     )
+
+
+#: the parameters of a ``__call__``/``forward`` (after ``self``), and the names in them
+_FORWARD = re.compile(r"def (?:__call__|forward)\s*\(\s*self\b(.*?)\)\s*(?:->|:)", re.S)
+_PARAM = re.compile(r"(?:^|[(,])\s*(\w+)")
+
+
+def _call_keywords(target: Target) -> frozenset[CallShape]:
+    """``module_interface.call_keywords`` of the target's files. Only a file that passes by keyword
+    a name some forward of the package has as a parameter is parsed: the others' calls cannot bind
+    to a forward (parsing every file cost several times the rest of the plan)."""
+    texts = []
+    for path, _ in target.files:
+        if path.suffix == ".py":
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                continue
+    names = {name for text in texts for params in _FORWARD.findall(text) for name in _PARAM.findall(params)}
+    if not names:
+        return frozenset()
+    passed = re.compile(r"[(,](?:\s|#.*)*(?:" + "|".join(sorted(names)) + r")\s*=(?!=)")
+    return call_keywords(tree for text in texts if passed.search(text) and (tree := _tree(text)) is not None)
+
+
+def _tree(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _neutral_modules(package: Path) -> set[str]:

@@ -437,3 +437,29 @@ def test_a_config_field_the_v3_base_inherits_no_longer_is_dropped_from_its_build
     out = (tmp_path / "user_modulev3" / "model_config.py").read_text()
     assert "return cls(dtype=None, topk=2)" in out, out
     assert "MV301 dropped use_subgraphs: mid_modulev3's MidConfig has no such field" in out, out
+
+
+def test_a_module_another_file_calls_by_keyword_takes_any_arguments(tmp_path: Path) -> None:
+    """The pipeline model calls the encoder through a local with keywords (kimik2_5's
+    ``vision_encoder(pixel_values=..., grid_thws=...)``): the plan carries the call to the file
+    that defines the encoder, whose base then takes ``...``; the MLP, called positionally, keeps its list."""
+    pkg = tmp_path / "vlm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "encoder.py").write_text(
+        "from max.graph import TensorValue\nfrom max.nn import Module\n\n\n"
+        "class MLP(Module):\n    def __call__(self, x: TensorValue) -> TensorValue:\n        return x\n\n\n"
+        "class Encoder(Module):\n    def __init__(self) -> None:\n        super().__init__()\n        self.mlp = MLP()\n\n"
+        "    def __call__(self, pixel_values: TensorValue, grid_thws: TensorValue) -> TensorValue:\n"
+        "        return self.mlp(pixel_values) + grid_thws\n"
+    )
+    (pkg / "model.py").write_text(
+        "from .encoder import Encoder\n\n\nclass Pipeline:\n    def __init__(self) -> None:\n"
+        "        self.model = Encoder()\n\n    def run(self, images, grids):\n"
+        "        encoder = self.model\n        return encoder(pixel_values=images, grid_thws=grids)\n"
+    )
+    out = tmp_path / "out"
+    apply_paths([pkg], out=out)
+    text = (out / "vlm_modulev3" / "encoder.py").read_text()
+    assert "class Encoder(Module[..., Tensor]):" in text
+    assert "class MLP(Module[[Tensor], Tensor]):" in text

@@ -15,7 +15,7 @@ import libcst as cst
 import pytest
 
 import codemods
-from codemods.base import TODO_RE, FieldDecl
+from codemods.base import TODO_RE, CallShape, FieldDecl
 from migrate_v3.pipeline import TransformContext, TransformError, transform_source
 from migrate_v3.rules import RULES
 
@@ -34,6 +34,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["class_attributes"] = {k: frozenset(v) for k, v in data["class_attributes"].items()}
     if "attribute_reads" in data:
         data["attribute_reads"] = frozenset(data["attribute_reads"])
+    if "call_keywords" in data:
+        data["call_keywords"] = frozenset(CallShape(n, frozenset(k), *rest) for n, k, *rest in data["call_keywords"])
     if "data_classes" in data:
         data["data_classes"] = frozenset(data["data_classes"])
     if "neutral_modules" in data:
