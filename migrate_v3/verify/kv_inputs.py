@@ -3,7 +3,8 @@
 Seeded random numbers are fine for tokens and activations, not for a KV
 cache's lookup table and lengths: the kernels index pages with them, and the
 run dies (SIGSEGV seen in the V2 reference). A real ``PagedKVCacheManager`` on
-CPU with one claimed request of ``PROMPT_LENGTH`` tokens gives inputs the
+CPU with one claimed request of ``PROMPT_LENGTH`` tokens (a block drafter's
+``BLOCKS`` requests of one block each, its rows) gives inputs the
 kernels accept; the other inputs of a ragged decoder (its tokens, row offsets
 and ``return_n_logits``) are made to agree with that request. V2 and V3 take
 those inputs in different orders, so each side's list is built from its own
@@ -41,8 +42,9 @@ def kv_slot(types: list[Any], kv: Any) -> int | None:
     return None
 
 
-def runtime_kv_inputs(kv: Any, tokens: Any) -> list[Any]:
-    """A fresh paged cache on CPU with one request of ``tokens`` claimed: its runtime inputs."""
+def runtime_kv_inputs(kv: Any, tokens: Any, *more: Any) -> list[Any]:
+    """A fresh paged cache on CPU with a request of ``tokens`` (and one of each of ``more``)
+    claimed: its runtime inputs."""
     from max import tree
     from max.driver import CPU
     from max.engine import InferenceSession
@@ -51,12 +53,26 @@ def runtime_kv_inputs(kv: Any, tokens: Any) -> list[Any]:
     from max.pipelines.modeling.types import RequestID
 
     manager = PagedKVCacheManager(
-        params=kv, session=InferenceSession(devices=[CPU()]), total_num_pages=8, max_batch_size=2
+        params=kv, session=InferenceSession(devices=[CPU()]), total_num_pages=8, max_batch_size=max(2, 1 + len(more))
     )
-    ctx = TextContext(request_id=RequestID(), max_length=int(kv.page_size) * 4, tokens=TokenBuffer(tokens))
-    manager.claim(ctx)
-    manager.alloc(ctx)
-    return list(tree.leaves(manager.runtime_inputs([[ctx]])))
+    batch = []
+    for request in (tokens, *more):
+        ctx = TextContext(request_id=RequestID(), max_length=int(kv.page_size) * 4, tokens=TokenBuffer(request))
+        manager.claim(ctx)
+        manager.alloc(ctx)
+        batch.append(ctx)
+    return list(tree.leaves(manager.runtime_inputs([batch])))
+
+
+def _block_rows(types: list[Any]) -> int | None:
+    """The token rows of a block drafter's inputs (:func:`flat_types`: a static first dim of
+    ``BLOCKS`` whole blocks), or None: its batch is then ``BLOCKS`` requests of one block each,
+    so that the cache's row offsets cover every row the kernels read."""
+    for t in types:
+        dim = str(t.shape[0]) if len(t.shape) else ""
+        if len(t.shape) in (1, 2) and dim.isdigit() and int(dim) > 1 and int(dim) % BLOCKS == 0:
+            return int(dim)
+    return None
 
 
 def _role(t: Any) -> str | None:
@@ -88,23 +104,32 @@ def kv_feed(types: list[Any], kv: Any, vocab: int, seed: int,
         return None
     end = start + len(kv_leaves(kv))
     rng = np.random.default_rng(seed)
-    tokens = rng.integers(1, max(2, vocab - 1), size=PROMPT_LENGTH).astype(np.int64)
+    rows = _block_rows(types[:start])
+    lengths = [rows // BLOCKS] * BLOCKS if rows else [PROMPT_LENGTH]
+    requests = [rng.integers(1, max(2, vocab - 1), size=n).astype(np.int64) for n in lengths]
     by_role: dict[str, Any] = {
-        "tokens": tokens,
-        "offsets": np.array([0, PROMPT_LENGTH], dtype=np.uint32),
+        "tokens": np.concatenate(requests),
+        "offsets": np.cumsum([0, *lengths]).astype(np.uint32),
         "n_logits": np.array([1], dtype=np.int64),
     }
-    others = [t for i, t in enumerate(types) if not start <= i < end and _role(t) is None]
+
+    def role(t: Any) -> str | None:  # (a block drafter's token ids: its whole rows)
+        found = _role(t)
+        if found is None and rows and [str(d) for d in t.shape] == [str(rows)] and "int" in str(t.dtype):
+            return "tokens"
+        return found
+
+    others = [t for i, t in enumerate(types) if not start <= i < end and role(t) is None]
     fed_others = iter(generic(others, vocab, seed))
     out: list[Any] = []
     for i, t in enumerate(types):
         if i == start:
-            out.extend(runtime_kv_inputs(kv, tokens))
+            out.extend(runtime_kv_inputs(kv, *requests))
         elif start < i < end:
             continue
-        elif (role := _role(t)) is not None:
+        elif (found := role(t)) is not None:
             dtype = str(t.dtype).replace("DType.", "")
-            out.append(by_role[role].astype(dtype))
+            out.append(by_role[found].astype(dtype))
         else:
             out.append(next(fed_others))
     return out
