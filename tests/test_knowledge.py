@@ -246,3 +246,29 @@ def test_mask_ports_forward_is_the_installed_v3_forward_but_for_the_mask() -> No
          '"""V3 AttentionWithRope.forward (max 26.7) with this layer\'s mask and window."""'),
         ("mask_variant=MHAMaskVariant.CAUSAL_MASK,", "mask_variant=self.mask_variant,"),
     ]
+
+
+def test_v2_only_methods_are_on_the_v2_layer_and_not_on_its_v3_class() -> None:
+    """``V2_ONLY_METHODS`` (MV342's TODO on a call of one): each V2 layer has the method, its V3
+    class (``LAYERS``) does not, and no other public method of the V2 layer is missing in V3 but
+    ``shard`` (MV390's)."""
+    import max.nn as nn2
+    from max.nn.layer import Module as V2Module
+
+    from migrate_v3.knowledge.layers import LAYERS, V2_ONLY_METHODS
+
+    for name, methods in V2_ONLY_METHODS.items():
+        v2 = getattr(nn2, name)
+        spec = LAYERS[name]
+        v3 = getattr(importlib.import_module(spec.v3_module), spec.v3_name)
+        for method in methods:
+            assert callable(getattr(v2, method, None)), (name, method)
+            assert not hasattr(v3, method), (name, method)
+    for name, spec in LAYERS.items():
+        v2 = getattr(nn2, name, None)
+        if v2 is None:
+            continue
+        v3 = getattr(importlib.import_module(spec.v3_module), spec.v3_name)
+        public = {m for m in dir(v2) if not m.startswith("_") and callable(getattr(v2, m, None))} - set(dir(V2Module))
+        missing = {m for m in public if not hasattr(v3, m)} - {"shard"}
+        assert missing == set(V2_ONLY_METHODS.get(name, {})), name

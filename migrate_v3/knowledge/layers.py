@@ -593,6 +593,22 @@ V3_MODULE_ATTRIBUTES = frozenset({
     "name_transparent", "parameters", "to", "trace",
 })
 
+#: public methods of V2 layers that their V3 class lacks (but ``shard``, MV390's) → what to do instead
+#: (``tests/test_knowledge.py`` checks each against the installed max): a call of one gets a TODO
+V2_ONLY_METHODS: dict[str, dict[str, str]] = {
+    "AttentionWithRope": {
+        "materialize_kv_from_hidden": (
+            "project the hidden states with the layer's qkv_proj (q/k norms applied with its q_norm_weight/"
+            "k_norm_weight) and store K/V with rope_split_store_ragged "
+            "(max.experimental.nn.common_layers.functional_kernels), as V2's method does"
+        ),
+    },
+    "MoE": {"eplb_weight_sources": "V3 MoE has no expert-parallel load balancing: keep the V2 MoE where it is needed"},
+    "MoEQuantized": {
+        "eplb_weight_sources": "V3 MoE has no expert-parallel load balancing: keep the V2 MoE where it is needed",
+    },
+}
+
 #: max library classes outside ``max.nn`` that are V2 Modules with no ModuleV3 form in max 26.7 → what
 #: a subclass does instead (``tests/test_knowledge.py`` checks them against the installed max)
 V2_LIBRARY_MODULES: dict[str, str] = {
