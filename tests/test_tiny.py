@@ -6,6 +6,7 @@ import copy
 import dataclasses
 
 import pytest
+from max.nn.kv_cache import KVCacheParams
 
 from migrate_v3.verify import tiny
 
@@ -790,3 +791,41 @@ def test_the_speculative_token_count_is_what_the_architecture_says_its_checkpoin
         assert archbuild.draft_width(other) is None
     finally:
         del sys.modules[arch.__name__]
+
+
+def test_a_draft_no_arch_registers_takes_the_model_types_of_the_packages_that_import_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """dflash_kimi_k25 imports no sibling and registers nothing: it is configured as the fused
+    package that builds it is (unified_dflash_kimi_k25, through its own siblings)."""
+    _package(tmp_path, "llama3", {"arch.py": 'a = SupportedArchitecture(name="LlamaForCausalLM")\n', "model.py": ""})
+    draft = _package(tmp_path, "dflash_x", {"dflash_x.py": "from max.nn import Linear\n"})
+    _package(tmp_path, "unified_dflash_x", {
+        "arch.py": 'c = SupportedArchitecture(name="UnifiedDflashX")\n',
+        "model.py": "from ..dflash_x.dflash_x import D\nfrom ..llama3 import Z\n"})
+    _package(tmp_path, "other", {"model.py": "from ..llama3 import Z\n"})  # (imports no draft)
+    assert tiny.sibling_model_types(draft) == []
+    assert tiny.importer_model_types(draft) == ["llama"]
+
+
+@dataclasses.dataclass
+class _Draft:
+    """A draft's config (dflash_mimo_v2's kind): fields no transformers config has."""
+
+    hidden_size: int
+    target_layer_ids: list[int]
+    mask_token_id: int
+    sliding_window: int
+    local_window: int | None
+    attention_value_scale: float
+    kv_params: KVCacheParams
+
+
+def test_a_drafts_required_fields_no_transformers_config_has_get_tiny_values_by_name_and_type() -> None:
+    """Layer ids every target layer, a token id the last of the vocabulary, a window as long as
+    the tiny context, an optional field None, a float scale 1.0, and the base ``KVCacheParams`` a multi-head one (the base stages no
+    cache inputs). Any other required field still names itself (the test above)."""
+    from max.nn.kv_cache import MHAKVCacheParams
+
+    filled = tiny.fill_config(_Draft, tiny.tiny_hf_config("llama"))
+    assert filled.target_layer_ids == list(range(tiny.LAYERS)) and filled.mask_token_id == 255
+    assert filled.sliding_window == 128 and filled.local_window is None and filled.attention_value_scale == 1.0
+    assert isinstance(filled.kv_params, MHAKVCacheParams) and filled.kv_params.n_kv_heads == 2

@@ -473,6 +473,8 @@ def tiny_checkpoint(arch_name: str, package: str, directory: Path,
         types = tiny.sibling_model_types(package_dir)
         if types:
             notes.append(f"model type {types[0]!r} from the sibling packages it imports")
+        elif types := tiny.importer_model_types(package_dir):
+            notes.append(f"model type {types[0]!r} from the sibling packages that import it")
     if not types:
         raise LookupError(f"no transformers config class for {arch_name!r} (nor {package!r})")
     hf = tiny.tiny_hf_config(types[0], [bare])

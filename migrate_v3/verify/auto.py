@@ -82,7 +82,7 @@ class TinyConfigs:
     def _types(self, *names: str) -> list[str]:
         types = tiny.model_types(*names)
         if not types and self.package_dir is not None:
-            types = tiny.sibling_model_types(self.package_dir)
+            types = tiny.sibling_model_types(self.package_dir) or tiny.importer_model_types(self.package_dir)
         return types
 
     def _tiny(self, model_type: str) -> Any:

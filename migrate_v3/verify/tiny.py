@@ -540,13 +540,16 @@ _COUNTS = {"_degree": 1, "_multiplier": 2}
 def _typed_value(cls: type, name: str, hf_config: Any, values: Mapping[str, Any]) -> tuple[bool, Any]:
     """A value for required field ``name`` of config class ``cls`` that the tiny ``transformers``
     config lacks, from its annotation: a ``DType`` (float32, or the ``dtype`` given), the CPU as its
-    devices, a ``KVCacheParams`` of the tiny config's heads and layers on the CPU, ``max_seq_len``,
-    a degree or a multiplier (:data:`_COUNTS`); (False, None) for any other."""
+    devices, a ``KVCacheParams`` of the tiny config's heads and layers on the CPU (multi-head
+    attention's for the base class), ``max_seq_len``,
+    a degree or a multiplier (:data:`_COUNTS`), a value :func:`derived` gives (a draft's
+    ``target_layer_ids``), a tiny width (:data:`SMALL`), None for an optional field, 1.0 for a
+    float factor or scale; (False, None) for any other (it names itself)."""
     import typing
 
     from max.dtype import DType
     from max.graph import DeviceRef
-    from max.nn.kv_cache import KVCacheParams
+    from max.nn.kv_cache import KVCacheParams, MHAKVCacheParams
 
     try:
         ann = typing.get_type_hints(cls).get(name)
@@ -563,11 +566,27 @@ def _typed_value(cls: type, name: str, hf_config: Any, values: Mapping[str, Any]
         layers = _depth(hf_config)
         if not isinstance(head_dim, int):
             return False, None
+        if ann in (KVCacheParams, MHAKVCacheParams):  # (the base stages no cache inputs: a draft's MHA one)
+            kv_heads = getattr(hf_config, "num_key_value_heads", None) or heads
+            return True, MHAKVCacheParams(dtype=dtype, head_dim=head_dim, num_layers=layers,
+                                          devices=[DeviceRef.CPU()], n_kv_heads=kv_heads)
         return True, KVCacheParams(dtype=dtype, head_dim=head_dim, num_layers=layers, devices=[DeviceRef.CPU()])
     if ann is int and name == "max_seq_len":
         return True, 128
     count = next((n for end, n in _COUNTS.items() if name.endswith(end)), None) if ann is int else None
-    return (True, count) if count is not None else (False, None)
+    if count is not None:
+        return True, count
+    found, value = derived(name, hf_config)  # (a draft's target_layer_ids, mask_token_id)
+    if found:
+        return True, value
+    if name in SMALL:
+        return True, SMALL[name]
+    args = typing.get_args(ann)
+    if type(None) in args:  # (an optional window, a default-less ``int | None``: none)
+        return True, None
+    if ann is float and name.endswith(("_factor", "_scale")):  # (the one that changes nothing)
+        return True, 1.0
+    return False, None
 
 
 def arch_config(cls: type, hf_config: Any, max_length: int = 64, encoding: str | None = None) -> Any:
@@ -624,6 +643,8 @@ SHAPED: dict[str, Any] = {
     "original_max_position_embeddings": SMALL["original_max_position_embeddings"],
     # a speculative draft's block: the 2 speculative tokens of tiny.pipeline_config, plus one
     "block_size": 3,
+    # a draft's attention window: as long as the tiny context (every key visible)
+    "sliding_window": SMALL["max_position_embeddings"],
     # the label a loss skips: PyTorch's cross-entropy default, the value multimodal HF configs give it
     "ignore_index": -100,
     # a block-local short convolution (a draft's): 2 taps, within the block of 3 above; its channels
@@ -1514,6 +1535,21 @@ def registered_names(package_dir: Path) -> list[str]:
             and getattr(node.func, "id", getattr(node.func, "attr", "")) == "SupportedArchitecture"
             for kw in node.keywords if kw.arg == "name" and isinstance(kw.value, ast.Constant)
             and isinstance(kw.value.value, str)]
+
+
+def importer_model_types(package_dir: Path) -> list[str]:
+    """Model types of the sibling packages that import a package with none of its own (a draft
+    only a fused speculative package builds: dflash_kimi_k25 is configured from what
+    unified_dflash_kimi_k25 is); importers whose name holds the package's come first."""
+    parent = package_dir.parent
+    importers = sorted((d for d in parent.iterdir() if d.is_dir() and d != package_dir and not d.name.startswith(("_", "."))
+                        and package_dir.name in sibling_packages(d)),
+                       key=lambda d: (package_dir.name not in d.name, d.name))
+    found: list[str] = []
+    for importer in importers:
+        types = model_types(*registered_names(importer)) or sibling_model_types(importer)
+        found += [t for t in types if t not in found]
+    return found
 
 
 def sibling_model_types(package_dir: Path) -> list[str]:
