@@ -7,8 +7,10 @@ can read, so a splat leaves the call unmapped. The dict goes into each call
 when all of these hold: it is bound once in the function, by ``dict(k=v, ...)``
 or a ``{"k": v, ...}`` literal of identifier keys; it carries ``dtype``,
 ``device`` or ``devices`` (V2 layer arguments no V3 layer takes); every other
-read of it is a ``**`` in a call, beside other arguments in one at least (a
-dict spread alone into known layers is mapped where it is built, MV340); and
+read of it is a ``**`` in a call, beside other arguments in one at least, or
+alone into a class ``layers`` does not map (a dict spread alone into layers it
+maps is mapped where it is built, MV340; a draft's ``attn_kwargs`` that builds a
+data-parallel, a tensor-parallel or a plain ``AttentionWithRope`` is not); and
 its values have no side effects when it is splatted more than once (each call
 would evaluate them again).
 
@@ -24,6 +26,7 @@ import libcst as cst
 from codemods.base import Codemod, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.shard_scan import body_statements
+from migrate_v3.knowledge.layers import LAYERS, v2_symbol
 
 #: V2 layer arguments no V3 layer takes: a dict holding one is meant for a V2 layer
 _V2_KEYS = frozenset({"dtype", "device", "devices"})
@@ -93,11 +96,15 @@ class KeywordDicts(Codemod):
             uses = len(calls)
             if binds[name] != 1 or not uses or names.count(name) != uses + 1 or (
                 uses > 1 and not all(pure_expression(v, self.qualname) for _, v in keywords)
-            ) or all(len(c.args) == 1 for c in calls):  # (MV340 maps a dict spread alone where it is built)
-                del found[name]
+            ) or (all(len(c.args) == 1 for c in calls) and all(self._layer(c.func) for c in calls)):
+                del found[name]  # (MV340 maps a dict spread alone into layers it knows where it is built)
             else:
                 self._definitions.add(where[name])
         self._dicts.append(found)
+
+    def _layer(self, func: cst.BaseExpression) -> bool:
+        """``func`` is a V2 layer class ``layers`` maps."""
+        return v2_symbol(self.qualname(func)) in LAYERS
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._dicts.pop()

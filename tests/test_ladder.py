@@ -1209,3 +1209,30 @@ def test_both_sides_are_built_in_the_encoding_v2s_own_weight_adapter_casts_its_w
     assert lad._adapted_encoding(pair, ckpt, None, built2) is None
     adapted.update({"norm.weight": ((4,), "float16"), "embed.weight": ((8, 4), "float16")})  # unsupported
     assert lad._adapted_encoding(pair, ckpt, None, built2) is None
+
+
+def test_a_failure_inside_a_class_migrate_v3_added_is_placed_at_the_call_that_reached_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MaskedAttentionWithRope.__init__`` (emitted) raising for want of ``layer_idx`` is the
+    user's call's failure: that call carries the TODO; the helper's line carries none."""
+    from migrate_v3.verify import archbuild
+
+    (tmp_path / "emitted_mod.py").write_text(
+        "class Helper:\n"
+        '    """A helper; added by migrate-v3."""\n\n'
+        "    def __init__(self, **kwargs):\n"
+        "        raise TypeError('missing layer_idx')\n\n\n"
+        "class User:\n"
+        "    def __init__(self):\n"
+        "        self.attn = Helper()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import emitted_mod  # type: ignore[import-not-found]
+
+    with pytest.raises(TypeError) as caught:
+        emitted_mod.User()
+    where = archbuild.failure("construct", caught.value, (tmp_path,)).where
+    assert where == f"{tmp_path / 'emitted_mod.py'}:10"  # the call, not the helper's line 5
+    with pytest.raises(TypeError) as alone:
+        emitted_mod.Helper()
+    assert archbuild.failure("construct", alone.value, (tmp_path,)).where.endswith("emitted_mod.py:5")

@@ -100,17 +100,20 @@ class Built:
 
 
 def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Failure:
-    """A :class:`Failure` whose ``where`` is the innermost frame under ``prefer`` (else the innermost)."""
+    """A :class:`Failure` whose ``where`` is the innermost frame under ``prefer`` (else the innermost)
+    outside the classes migrate-v3 added to the output, when the failure passed through the code that
+    called one: that call is the statement its TODO sits on (``layer_idx=`` missing in a
+    ``MaskedAttentionWithRope`` is the call's, not the helper's ``super().__init__``)."""
     if os.environ.get("MIGRATE_V3_TRACEBACKS") == "1":  # (debugging a rung: the whole traceback on stderr)
         traceback.print_exception(exc)
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     resolved = [p.resolve() for p in prefer]
-    for frame in reversed(frames):
-        path = Path(frame.filename)
-        if any(path.is_relative_to(p) for p in resolved):
-            where = f"{frame.filename}:{frame.lineno}"
-            break
+    preferred = [f for f in frames if any(Path(f.filename).is_relative_to(p) for p in resolved)]
+    callers = [f for f in preferred if not _in_added_class(f.filename, f.lineno or 0)]
+    for frame in reversed(callers or preferred):
+        where = f"{frame.filename}:{frame.lineno}"
+        break
     if not where and frames:
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
     text = str(exc).strip().splitlines()
@@ -120,6 +123,20 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
         message += f" ({diagnostic[:200]})"
     return Failure(step, message, where, [f"{f.filename}:{f.lineno} {f.name}" for f in frames[-8:]],
                    str(exc)[:4000])
+
+
+def _in_added_class(filename: str, lineno: int) -> bool:
+    """Line ``lineno`` of ``filename`` is in a top-level class whose docstring says migrate-v3
+    added it (an emitted helper: ``OffsetRMSNorm``, ``MaskedAttentionWithRope``)."""
+    import linecache
+
+    lines = linecache.getlines(filename)
+    for i in range(min(lineno, len(lines)) - 1, -1, -1):
+        if lines[i].startswith("class "):
+            return "added by migrate-v3" in "".join(lines[i:i + 8])
+        if lines[i].startswith(("def ", "async def ")):
+            return False
+    return False
 
 
 def unset_class_attributes(cls: type) -> dict[str, Any]:
