@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codemods.args import source
 from codemods.base import Codemod, nodes_of
 from codemods.dead_locals import pure_expression
 from codemods.shard_scan import body_statements
@@ -57,6 +58,21 @@ def _bound(small: cst.BaseSmallStatement) -> tuple[str, cst.BaseExpression] | No
     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
         return small.target.value, small.value
     return None
+
+
+#: a call longer than this once the keywords are written in gets one argument per line
+_WIDTH = 100
+
+
+def _one_per_line(call: cst.Call) -> cst.Call:
+    """``call`` with each argument on a line of its own, one level in, and a trailing comma."""
+    def line(indent: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(indent=True, last_line=cst.SimpleWhitespace(indent))
+
+    args = [a.with_changes(comma=cst.Comma(whitespace_after=line("    " if i < len(call.args) - 1 else "")),
+                           whitespace_after_arg=cst.SimpleWhitespace(""))
+            for i, a in enumerate(call.args)]
+    return call.with_changes(args=args, whitespace_before_args=line("    "))
 
 
 class KeywordDicts(Codemod):
@@ -130,7 +146,8 @@ class KeywordDicts(Codemod):
                     comma=arg.comma if last else cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
                 ))
             self.rewrote(original, "MV346", f"**{arg.value.value}: its keywords written into the call")
-        return updated.with_changes(args=args)
+        call = updated.with_changes(args=args)
+        return _one_per_line(call) if len(source(call)) > _WIDTH else call
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
