@@ -1236,3 +1236,32 @@ def test_a_failure_inside_a_class_migrate_v3_added_is_placed_at_the_call_that_re
     with pytest.raises(TypeError) as alone:
         emitted_mod.Helper()
     assert archbuild.failure("construct", alone.value, (tmp_path,)).where.endswith("emitted_mod.py:5")
+
+
+def test_a_migrated_pipeline_model_that_is_or_builds_on_a_v2_one_is_named_at_its_import(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemma4_assistant's migrated arch.py registers V2 gemma4's pipeline model (MV301 kept the
+    import, with its TODO); diffusion_gemma's subclasses it: the V3 load path builds V2 modules,
+    and the stop is placed at that import. A V3 package's own model is none."""
+    import types
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import ladder as lad
+
+    (tmp_path / "arch.py").write_text("from x import SupportedArchitecture\nfrom ..gemma4.model import Base\n")
+    (tmp_path / "model.py").write_text('"""Doc."""\n\nfrom ..gemma4.model import Base\n')
+    for name, file in (("archs.p_modulev3.arch", "arch.py"), ("archs.p_modulev3.model", "model.py")):
+        module = types.ModuleType(name)
+        module.__file__ = str(tmp_path / file)
+        monkeypatch.setitem(sys.modules, name, module)
+    base = type("Base", (), {"__module__": "archs.gemma4.model"})
+    sub = type("Sub", (base,), {"__module__": "archs.p_modulev3.model"})
+    own = type("Own", (), {"__module__": "archs.p_modulev3.model"})
+
+    def pair(model: type) -> lad._Pair:
+        return lad._Pair(None, SimpleNamespace(pipeline_model=model), ("max.pipelines.architectures", "archs"), (),
+                         tmp_path, "archs.p_modulev3")
+
+    assert pair(base).v2_pipeline_model() == ("Base", f"{tmp_path / 'arch.py'}:2")
+    assert pair(sub).v2_pipeline_model() == ("Base", f"{tmp_path / 'model.py'}:3")
+    assert pair(own).v2_pipeline_model() is None

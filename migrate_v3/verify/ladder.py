@@ -22,6 +22,7 @@ no pipeline model: its root classes are built the way ``verify`` builds them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import importlib
@@ -754,6 +755,33 @@ class _Pair:
                                  accelerator=self.accelerator)
         return ckpt, built2, built3
 
+    def v2_pipeline_model(self) -> tuple[str, str] | None:
+        """The V2 pipeline model class the migrated ``arch.py`` registers, or that the class it
+        registers subclasses (an import MV301 kept, of a sibling's V2 package), and ``file:line``
+        of that import (in ``arch.py``, or in the subclass's module); None when there is none."""
+        model = getattr(self.entry3, "pipeline_model", None)
+        if not isinstance(model, type):
+            return None
+
+        def v2(cls: type) -> bool:
+            module = cls.__module__
+            return any(module.startswith(p + ".") for p in self.prefixes) and not any(
+                part.endswith(("_modulev3", "_migrated")) for part in module.split("."))  # (no V3 package's)
+
+        base = next((c for c in model.__mro__ if v2(c)), None)
+        if base is None:
+            return None
+        holder = sys.modules.get(f"{self.package3}.arch") if base is model else sys.modules.get(model.__module__)
+        path = Path(getattr(holder, "__file__", "") or "")
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            return base.__name__, ""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == base.__name__ for a in node.names):
+                return base.__name__, f"{path}:{node.lineno}"
+        return base.__name__, ""
+
     def classes3(self, pipeline_model: Any = None) -> dict[str, type]:
         """V3 classes visible in the migrated package's modules (defined there, or imported),
         then in the modules of the V3 pipeline model's bases (a migrated sibling it extends)."""
@@ -825,9 +853,14 @@ class _Pair:
             cls3 = classes3.get(name)
             if cls3 is None:
                 why = built3.failure.line() if built3.failure else "it built other modules"
+                v2_model = self.v2_pipeline_model()
+                if v2_model is not None:  # (its V2 module tree: the import the TODO is on says so)
+                    why = (f"the migrated pipeline model is V2's {v2_model[0]} or builds on it, and its "
+                           f"load path builds V2 modules: {why}")
                 out.append(_Root(name, cap2, None, "", Step(
                     "L2", False, f"{name}: no V3 class of this name in the migrated package, and the V3 "
-                    f"load path did not build it ({why})", built3.failure.where if built3.failure else "")))
+                    f"load path did not build it ({why})",
+                    v2_model[1] if v2_model else built3.failure.where if built3.failure else "")))
                 continue
             dtype = (archbuild.dtype_of(built3.model_config) or archbuild.dtype_of(built2.model_config)
                      or archbuild.weights_dtype(cap2.module))
