@@ -26,7 +26,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from codemods.args import source
-from codemods.base import TODO_PREFIX, Codemod
+from codemods.base import TODO_PREFIX, Codemod, nodes_of
 from codemods.dead_locals import local_assignment, name_reads, pure_expression
 
 _BUFFER_ATTRS = frozenset({"buffer", "_graph_value"})
@@ -201,6 +201,18 @@ class _Shift(cst.CSTTransformer):
         return updated.with_changes(slice=[updated.slice[0].with_changes(slice=new)])
 
 
+def _slices(node: cst.CSTNode, shifts: dict[tuple[str, str], cst.BaseExpression | None]) -> bool:
+    """``node`` holds a slice :class:`_Shift` moves (a cheap walk, before a transform)."""
+    seqs = {seq for seq, _ in shifts}
+    for sub in nodes_of(node, (cst.Subscript,)):
+        assert isinstance(sub, cst.Subscript)
+        if isinstance(sub.value, cst.Name) and sub.value.value in seqs and len(sub.slice) == 1:
+            sl = sub.slice[0].slice
+            if isinstance(sl, cst.Slice) and sl.lower is not None and (sub.value.value, source(sl.lower)) in shifts:
+                return True
+    return False
+
+
 class _Unbind(cst.CSTTransformer):
     """``signals = Signals(...)`` statements whose name nothing reads any more."""
 
@@ -259,29 +271,39 @@ class SignalInputs(Codemod):
         return ".buffer" in source and ("signal_inputs" in source or "Signals" in source)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        scan = _Scan()
-        updated.visit(scan)
-        if not scan.reads or not scan.declarations or not isinstance(updated.body, cst.IndentedBlock):
+        if not isinstance(updated.body, cst.IndentedBlock):
             return updated
-        drop = _Drop(scan.signals)
-        body = [stmt.visit(drop) for stmt in updated.body.body]
+        # each statement (a method) scanned on its own: the ones that hold none of it stay as they are
+        scans = [_Scan() for _ in updated.body.body]
+        for stmt, scan in zip(updated.body.body, scans, strict=True):
+            stmt.visit(scan)
+        if not any(s.reads for s in scans) or not any(s.declarations for s in scans):
+            return updated
+        signals = {n for s in scans for n in s.signals}
+        drop = _Drop(signals)
+        touched = [bool(s.reads or s.declarations or s.signals) for s in scans]
+        body = [stmt.visit(drop) if hit else stmt for stmt, hit in zip(updated.body.body, touched, strict=True)]
+        if drop.shifts:  # (an input slice may follow the read in any method)
+            shift = _Shift(drop.shifts)
+            shifted = [isinstance(s, cst.CSTNode) and _slices(s, drop.shifts) for s in body]
+            body = [s.visit(shift) if hit and isinstance(s, cst.CSTNode) else s for s, hit in zip(body, shifted, strict=True)]
+            touched = [a or b for a, b in zip(touched, shifted, strict=True)]
         passes: list[cst.CSTTransformer] = []
-        if drop.shifts:
-            passes.append(_Shift(drop.shifts))
         if drop.counts:
             passes.append(_Uncount(drop.counts))
-        text = "\n".join(source(s) for s in body if isinstance(s, cst.CSTNode))
-        unused = {
-            n for n in scan.signals
+        text = "\n".join(source(s) for s, hit in zip(body, touched, strict=True) if hit and isinstance(s, cst.CSTNode))
+        unused = {  # (a ``Signals(...)`` binding is a method's local: the methods that hold one tell)
+            n for n in signals
             if len(re.findall(rf"\b{n}\b", text)) == len(re.findall(rf"\b{n} = ", text))
         }
         if unused:
             passes.append(_Unbind(unused))
         for one in passes:
-            body = [s.visit(one) if isinstance(s, cst.CSTNode) else s for s in body]
+            body = [s.visit(one) if hit and isinstance(s, cst.CSTNode) else s
+                    for s, hit in zip(body, touched, strict=True)]
         # a method this rule did not change stays the same object (later hooks find it by identity)
-        kept = [old if isinstance(new, cst.CSTNode) and new.deep_equals(old) else new
-                for old, new in zip(updated.body.body, body, strict=True)]
+        kept = [old if not hit or (isinstance(new, cst.CSTNode) and new.deep_equals(old)) else new
+                for old, new, hit in zip(updated.body.body, body, touched, strict=True)]
         if drop.annotated:
             self.state.import_name("typing", "Any")
         self.rewrote(original, "MV373", f"{updated.name.value}: the .buffer reads of signal buffers went")
