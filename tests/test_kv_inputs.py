@@ -112,3 +112,19 @@ def test_a_block_drafters_rows_are_its_batch_of_whole_blocks(kv: Any) -> None:
     lengths = fed[4].to_numpy()
     assert lengths.tolist() == [0, 0]  # two requests, nothing cached yet
     assert int(fed[6].to_numpy()[0]) == rows // 2  # the longest prompt of the batch: one block
+
+
+def test_a_static_input_that_is_not_the_first_says_nothing_of_the_rows(kv: Any) -> None:
+    """gemma3's graph takes a static table beside its symbolic tokens: its feed stays one request
+    of ``PROMPT_LENGTH`` tokens (a first try read the table's length as rows)."""
+    from max.dtype import DType
+    from max.graph import DeviceRef, TensorType
+
+    table = TensorType(DType.float32, [64, 8], device=DeviceRef.CPU())
+    types = _v3_types(kv)
+
+    def generic(types: list[Any], vocab: int, seed: int) -> list[Any]:
+        return [np.zeros((64, 8), dtype=np.float32) for _ in types]
+
+    fed = kv_feed([types[0], table, *types[1:]], kv, 32, 1, generic)
+    assert fed is not None and fed[0].shape == (PROMPT_LENGTH,) and fed[3].tolist() == [0, PROMPT_LENGTH]

@@ -65,14 +65,13 @@ def runtime_kv_inputs(kv: Any, tokens: Any, *more: Any) -> list[Any]:
 
 
 def _block_rows(types: list[Any]) -> int | None:
-    """The token rows of a block drafter's inputs (:func:`flat_types`: a static first dim of
-    ``BLOCKS`` whole blocks), or None: its batch is then ``BLOCKS`` requests of one block each,
-    so that the cache's row offsets cover every row the kernels read."""
-    for t in types:
-        dim = str(t.shape[0]) if len(t.shape) else ""
-        if len(t.shape) in (1, 2) and dim.isdigit() and int(dim) > 1 and int(dim) % BLOCKS == 0:
-            return int(dim)
-    return None
+    """The token rows of a block drafter's inputs (:func:`flat_types`: its first input, tokens or
+    activations, has a static first dim of ``BLOCKS`` whole blocks), or None: its batch is then
+    ``BLOCKS`` requests of one block each, so that the cache's row offsets cover every row the
+    kernels read. (Only the first input: another static input, a table, says nothing of the rows.)"""
+    first = types[0] if types else None
+    dim = str(first.shape[0]) if first is not None and len(first.shape) in (1, 2) else ""
+    return int(dim) if dim.isdigit() and int(dim) > 1 and int(dim) % BLOCKS == 0 else None
 
 
 def _role(t: Any) -> str | None:
