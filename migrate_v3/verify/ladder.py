@@ -771,16 +771,14 @@ class _Pair:
         base = next((c for c in model.__mro__ if v2(c)), None)
         if base is None:
             return None
-        holder = sys.modules.get(f"{self.package3}.arch") if base is model else sys.modules.get(model.__module__)
-        path = Path(getattr(holder, "__file__", "") or "")
+        if base is not model:  # (the subclass's module imports it)
+            return base.__name__, _import_site(model, base.__name__)
+        arch = getattr(sys.modules.get(f"{self.package3}.arch"), "__file__", None) or ""
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = ast.parse(Path(arch).read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):
             return base.__name__, ""
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == base.__name__ for a in node.names):
-                return base.__name__, f"{path}:{node.lineno}"
-        return base.__name__, ""
+        return base.__name__, _import_in(arch, tree, base.__name__)
 
     def classes3(self, pipeline_model: Any = None) -> dict[str, type]:
         """V3 classes visible in the migrated package's modules (defined there, or imported),
@@ -1149,12 +1147,14 @@ def v2_inside(root: Any) -> list[tuple[str, type, str]]:
 
 def _import_site(owner: type, name: str) -> str:
     """``file:line`` of the import binding ``name`` in ``owner``'s module, or ''."""
+    source = _class_source(owner)
+    return "" if source is None else _import_in(*source, name)
+
+
+def _import_in(path: str, tree: Any, name: str) -> str:
+    """``file:line`` of the import binding ``name`` in module ``tree`` (read from ``path``), or ''."""
     import ast
 
-    source = _class_source(owner)
-    if source is None:
-        return ""
-    path, tree = source
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
                 (a.asname or a.name.rsplit(".", 1)[-1]) == name for a in node.names):
