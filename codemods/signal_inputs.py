@@ -52,37 +52,45 @@ def _is_declaration(arg: cst.Arg) -> bool:
     )
 
 
-class _Scan(cst.CSTVisitor):
-    """What a class declares and reads of the signal buffers, and the names bound to ``Signals(...)``."""
+class _Scan:
+    """What a statement declares and reads of the signal buffers, and the names bound to ``Signals(...)``.
 
-    def __init__(self) -> None:
+    A walk of the assignments, arguments and calls only (:func:`nodes_of`), not a visitor over every node.
+    """
+
+    def __init__(self, stmt: cst.CSTNode) -> None:
         self.reads = 0
         self.declarations = 0
         self.signals: set[str] = set()
+        found = nodes_of(stmt, (cst.Assign, cst.Arg, cst.Call))
+        for node in found:
+            if isinstance(node, cst.Assign):
+                self._assign(node)
+            elif isinstance(node, cst.Arg):
+                self._arg(node)
+        for node in found:  # (after the ``Signals(...)`` bindings are known)
+            if isinstance(node, cst.Call):
+                self._call(node)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def _assign(self, node: cst.Assign) -> None:
         target = node.targets[0].target if len(node.targets) == 1 else None
         if isinstance(target, cst.Name) and "signal" in target.value and _is_signal_read(node.value):
             self.reads += 1
-        self._signals(node)
+        value = node.value
+        if (
+            isinstance(target, cst.Name)
+            and isinstance(value, cst.Call)
+            and source(value.func).rsplit(".", 1)[-1] == "Signals"
+        ):
+            self.signals.add(target.value)
 
-    def visit_Arg(self, node: cst.Arg) -> None:
+    def _arg(self, node: cst.Arg) -> None:
         if _is_declaration(node):
             self.declarations += 1
         if node.keyword is not None and "signal" in node.keyword.value and _is_signal_read(node.value):
             self.reads += 1
 
-    def _signals(self, node: cst.Assign) -> None:
-        value = node.value
-        if (
-            len(node.targets) == 1
-            and isinstance(node.targets[0].target, cst.Name)
-            and isinstance(value, cst.Call)
-            and source(value.func).rsplit(".", 1)[-1] == "Signals"
-        ):
-            self.signals.add(node.targets[0].target.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
+    def _call(self, node: cst.Call) -> None:
         func = node.func
         if (
             isinstance(func, cst.Attribute)
@@ -274,9 +282,7 @@ class SignalInputs(Codemod):
         if not isinstance(updated.body, cst.IndentedBlock):
             return updated
         # each statement (a method) scanned on its own: the ones that hold none of it stay as they are
-        scans = [_Scan() for _ in updated.body.body]
-        for stmt, scan in zip(updated.body.body, scans, strict=True):
-            stmt.visit(scan)
+        scans = [_Scan(stmt) for stmt in updated.body.body]
         if not any(s.reads for s in scans) or not any(s.declarations for s in scans):
             return updated
         signals = {n for s in scans for n in s.signals}

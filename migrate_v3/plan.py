@@ -182,17 +182,18 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     library: dict[str, str] = {}
     decls: dict[str, FieldDecl] = {}
     read: set[Path] = set()
+    parsed: dict[Path, ast.Module | None] = {}  # (each file parsed once: the package's calls read them too)
     neutral: set[str] = set()
     for target in targets:
         for dep in sorted(target.depends_on - run):
             variant = target.source.parent / f"{dep}{V3_SUFFIX}"
             if dep in v3_packages and variant not in read and variant.is_dir():
                 read.add(variant)
-                trees = module_trees(variant)  # read once for both
+                trees = module_trees(variant, parsed)  # read once for both
                 exports.update(module_exports(variant, trees))
                 v2 = target.source.parent / dep
                 neutral |= _neutral_modules(v2)
-                v2_trees = module_trees(v2) if v2.is_dir() else None
+                v2_trees = module_trees(v2, parsed) if v2.is_dir() else None
                 decls.update(field_declarations(v2_trees or []))
                 decls.update(field_declarations(trees))  # (the variant's own: a kept V2 config may lack them)
                 for package, known in ((variant, trees), (v2, v2_trees)):
@@ -210,7 +211,7 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
-        {t.name: _call_keywords(t) for t in targets},
+        {t.name: _call_keywords(t, parsed) for t in targets},
     )
 
 
@@ -219,22 +220,26 @@ _FORWARD = re.compile(r"def (?:__call__|forward)\s*\(\s*self\b(.*?)\)\s*(?:->|:)
 _PARAM = re.compile(r"(?:^|[(,])\s*(\w+)")
 
 
-def _call_keywords(target: Target) -> frozenset[CallShape]:
+def _call_keywords(target: Target, parsed: dict[Path, ast.Module | None]) -> frozenset[CallShape]:
     """``module_interface.call_keywords`` of the target's files. Only a file that passes by keyword
-    a name some forward of the package has as a parameter is parsed: the others' calls cannot bind
-    to a forward (parsing every file cost several times the rest of the plan)."""
-    texts = []
+    a name some forward of the package has as a parameter is parsed (unless ``parsed`` has it): the
+    others' calls cannot bind to a forward (parsing every file cost several times the rest of the plan)."""
+    texts: dict[Path, str] = {}
     for path, _ in target.files:
         if path.suffix == ".py":
             try:
-                texts.append(path.read_text(encoding="utf-8"))
+                texts[path] = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
-    names = {name for text in texts for params in _FORWARD.findall(text) for name in _PARAM.findall(params)}
+    names = {name for text in texts.values() for params in _FORWARD.findall(text) for name in _PARAM.findall(params)}
     if not names:
         return frozenset()
     passed = re.compile(r"[(,](?:\s|#.*)*(?:" + "|".join(sorted(names)) + r")\s*=(?!=)")
-    return call_keywords(tree for text in texts if passed.search(text) and (tree := _tree(text)) is not None)
+    trees = (
+        parsed[path] if path in parsed else _tree(text)
+        for path, text in texts.items() if passed.search(text)
+    )
+    return call_keywords(tree for tree in trees if tree is not None)
 
 
 def _tree(text: str) -> ast.Module | None:
@@ -263,16 +268,20 @@ def _neutral_modules(package: Path) -> set[str]:
 ModuleTrees = list[tuple[tuple[str, ...], ast.Module | None]]
 
 
-def module_trees(package: Path) -> ModuleTrees:
-    """(dotted module parts, parsed tree or None when unreadable) for every module of ``package``."""
+def module_trees(package: Path, parsed: dict[Path, ast.Module | None] | None = None) -> ModuleTrees:
+    """(dotted module parts, parsed tree or None when unreadable) for every module of ``package``
+    (each tree also kept in ``parsed``, by path, when given)."""
     out: ModuleTrees = []
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(package.parent).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
         try:
-            out.append((parts, ast.parse(path.read_text(encoding="utf-8"))))
+            tree: ast.Module | None = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-            out.append((parts, None))
+            tree = None
+        if parsed is not None:
+            parsed[path] = tree
+        out.append((parts, tree))
     return out
 
 
