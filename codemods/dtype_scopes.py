@@ -31,14 +31,14 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, FileState, nodes_of, todo_comments
-from migrate_v3.knowledge.layers import LAYERS, MODULE_NAMES, v2_symbol
-from migrate_v3.knowledge.ports import PORTS
+from migrate_v3.knowledge.layers import module_kind, v2_symbol
 
 _KEY = "DtypeScopes"
 
 #: a dtype handed to a module of the package that V2 built it in: read off something
 #: (``config.dtype``, ``self.config.vision_config.dtype``, ``config.llm_dtype``) or named (``DType.float32``)
 _HANDED_DTYPE = re.compile(r"(?:[A-Za-z_]\w*\.)+(?:\w+_)?dtype|DType\.\w+")
+_DTYPE_KEYWORD = re.compile(r"\bdtype\s*=(?!=)")
 
 
 @dataclass
@@ -83,6 +83,10 @@ class DtypeScopes(Codemod):
         self.classes: list[bool] = []
         self.module_classes: set[str] = set()
 
+    def idle_hooks(self) -> tuple[str, ...]:
+        """No ``dtype=`` keyword in the file: no call hands a module its dtype."""
+        return () if _DTYPE_KEYWORD.search(self.state.source) else ("visit_Call",)
+
     def visit_Call(self, node: cst.Call) -> None:
         if not isinstance(node.func, cst.Name) or not node.func.value[:1].isupper():
             return
@@ -126,8 +130,7 @@ class DtypeScopes(Codemod):
         the plan says derives from a max module."""
         value = base.value if isinstance(base, cst.Subscript) else base
         qualname = self.qualname(value)
-        symbol = v2_symbol(qualname)
-        if symbol in MODULE_NAMES or symbol in LAYERS or symbol in PORTS:
+        if module_kind(v2_symbol(qualname)) is not None:
             return True
         if isinstance(value, cst.Name) and value.value in self.module_classes:
             return True
@@ -163,10 +166,12 @@ class DtypeScopes(Codemod):
         for i, stmt in enumerate(body):
             if not isinstance(stmt, cst.SimpleStatementLine):
                 continue
-            values = {source(arg.value) for call in nodes_of(stmt, (cst.Call,)) if isinstance(call, cst.Call)
-                      and isinstance(call.func, cst.Name) for arg in call.args
-                      if arg.keyword is not None and arg.keyword.value == "dtype"
-                      and (call.func.value, source(arg.value)) in self.handed}
+            values = {
+                code for call in nodes_of(stmt, (cst.Call,)) if isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name) for arg in call.args
+                if arg.keyword is not None and arg.keyword.value == "dtype"
+                and (call.func.value, code := source(arg.value)) in self.handed
+            }
             if len(values) != 1 or (value := values.pop()) in self.scoped:
                 continue
             old: cst.CSTNode = original.body[i] if len(original.body) == len(body) else original

@@ -43,9 +43,9 @@ from migrate_v3.knowledge.layers import (
     MODULE_HOME,
     MODULE_NAMES,
     V2_LIBRARY_MODULES,
+    module_kind,
     v2_symbol,
 )
-from migrate_v3.knowledge.ports import PORTS
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -135,12 +135,12 @@ class ModuleInterface(Codemod):
             if qual in V2_LIBRARY_MODULES:
                 self.todo("MV320", f"{node.name.value} subclasses {qual.rsplit('.', 1)[1]}, a V2 Module with no "
                           f"ModuleV3 form in max 26.7: {V2_LIBRARY_MODULES[qual]}")
-            symbol = v2_symbol(self.qualname(base.value))
-            if symbol in MODULE_NAMES:
+            kind = module_kind(v2_symbol(self.qualname(base.value)))
+            if kind == "module":
                 is_module = True
-            elif symbol in LAYERS and not is_module:
+            elif kind == "layer" and not is_module:
                 is_module = "layer"
-            elif symbol in PORTS and not is_module and not _defines(node, "trace"):
+            elif kind == "port" and not is_module and not _defines(node, "trace"):
                 # a V2 class migrate-v3 ports (codemods.ports): a layer with V2's arguments (a root
                 # with its own trace() is kv_cache's: it renames its __call__ with the trace)
                 is_module = "port"

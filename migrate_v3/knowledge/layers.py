@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from migrate_v3.knowledge.ports import PORTS
+
 E = "max.experimental.nn"
 CL = "max.experimental.nn.common_layers"
 
@@ -667,6 +669,19 @@ def v2_symbol(qualified: str | None) -> str | None:
     if qualified.startswith(V3_ALIASES):
         return None
     return qualified.rsplit(".", 1)[1]
+
+
+def module_kind(symbol: str | None) -> str | None:
+    """What subclassing V2 ``max.nn`` symbol ``symbol`` (:func:`v2_symbol`) makes a class: ``"module"``
+    (a V2 Module base), ``"layer"`` (a layer with a V3 class) or ``"port"`` (a V2 class migrate-v3
+    ports, :mod:`migrate_v3.knowledge.ports`); None for anything else."""
+    if symbol in MODULE_NAMES:
+        return "module"
+    if symbol in LAYERS:
+        return "layer"
+    if symbol in PORTS:
+        return "port"
+    return None
 
 
 #: V2 layer name → (positional arguments its V3 ``forward`` takes, V2 call arguments that carry
