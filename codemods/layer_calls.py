@@ -129,9 +129,12 @@ class LayerCalls(Codemod):
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
                 handed = self._handed_layers(stmt)
                 appended = _appended_classes(stmt) if self.state.call_drops else {}
+                local_layers = self._local_layers(stmt)
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
-                    layer = self._layer_built(assign.value.func) if name and isinstance(assign.value, cst.Call) else None
+                    layer = (self._layer_built(assign.value.func) if isinstance(assign.value, cst.Call)
+                             else local_layers.get(assign.value.value) if isinstance(assign.value, cst.Name)
+                             else None) if name else None
                     if name and layer:
                         attrs[name] = layer
                     # ``self.X = <moved layer>(...)`` or ``self.X = p`` (``p: <moved layer>``)
@@ -145,6 +148,19 @@ class LayerCalls(Codemod):
         self.classes.append((base, attrs))
         self.siblings.append(siblings)
         self.moves.append(moves)
+
+    def _local_layers(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``init``'s locals bound only to one ``CALL_DROPS`` layer's constructor calls
+        (``embedding = VocabParallelEmbedding(...)`` before ``self.embed_tokens = embedding``)."""
+        found: dict[str, set[str | None]] = {}
+        for assign in _assignments(init):
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            if isinstance(target, cst.Name):
+                value = assign.value
+                found.setdefault(target.value, set()).add(
+                    self._layer_built(value.func) if isinstance(value, cst.Call) else None)
+        return {name: layer for name, layers in found.items() if len(layers) == 1
+                for layer in layers if layer is not None}
 
     def _moved_layer(self, node: cst.BaseExpression) -> str | None:
         """The ``CALL_MOVES`` layer a class reference names (V2 home)."""

@@ -214,6 +214,8 @@ class LayerConstructors(Codemod):
         self.port_args: dict[int, str] = {}
         #: id of a call assigned to ``self.<attr>`` → attr
         self.self_attr_of: dict[int, str] = {}
+        #: constructor call → the local it is bound to (``embedding = VocabParallelEmbedding(...)``)
+        self.local_of: dict[int, str] = {}
         #: the file may spread a ``dict(...)`` into a call (what ``_kwargs_dicts`` looks for)
         self.spreads_dicts = "(**" in state.source and "dict(" in state.source
         #: id of a ``dict(...)`` only spread into calls of one V2 layer → that layer; id of those calls → (it, the dict's name)
@@ -481,6 +483,8 @@ class LayerConstructors(Codemod):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self._record(node.targets[0].target.value, self._factory_of(node.value))
+            if isinstance(node.value, cst.Call):
+                self.local_of[id(node.value)] = node.targets[0].target.value
         elif len(node.targets) == 1 and isinstance(node.value, cst.Call):
             target = node.targets[0].target
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -595,12 +599,21 @@ class LayerConstructors(Codemod):
         """``self.x = <layer>(...)`` whose calls ``self.x(...)`` the call-site rule
         (``codemods.layer_calls``) rewrites or flags: a caveat about calling it is stale here."""
         attr = self.self_attr_of.get(id(original))
-        if v2 not in CALL_CAVEATS or attr is None or f"self.{attr}(" not in self.state.source or not self.class_nodes:
+        local = self.local_of.get(id(original))
+        if v2 not in CALL_CAVEATS or (attr is None and local is None) or "self." not in self.state.source \
+                or not self.class_nodes:
             return False
         node = self.class_nodes[-1][0]
         text = self.class_text.get(id(node))
         if text is None:  # (printed once per class, not once per layer it builds)
             text = self.class_text[id(node)] = source(node)
+        if attr is None and local is not None:
+            # ``local = <layer>(...)`` bound once, then ``self.x = local``: the layer is ``self.x``
+            # (``codemods.layer_calls`` follows such a local)
+            held = re.findall(rf"^[ \t]*self\.(\w+) = {local}[ \t]*$", text, re.M)
+            if len(re.findall(rf"\b{local}\s*=(?!=)", text)) != 1 or len(held) != 1:
+                return False
+            attr = held[0]
         return f"self.{attr}(" in text  # called in the same class
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:

@@ -584,7 +584,6 @@ NO_V3_CLASS: dict[str, str] = {
     "GPTQAttentionWithRope": "GPTQ is not ported to V3",
     "MultiheadAttention": "port it locally",
     "GPTQLinear": "GPTQ is not ported to V3",
-    "Identity": "write a one-line Module",
     "FusedMLP": "port it locally",
 }
 

@@ -127,7 +127,7 @@ NN_SYMBOLS: dict[str, Symbol] = {
     "DistributedAttentionImpl": Symbol("MV343"),
     "StackedMoE": Symbol("MV343", None, "apply adds an unquantized one-device V3 port of it (migrate_v3/knowledge/ports)"),
     "SigmoidTopKRouter": Symbol("MV343"),
-    "Identity": Symbol("MV343"),
+    "Identity": Symbol("MV343", None, "apply adds a V3 port of it (migrate_v3/knowledge/ports)"),
     "Layer": Symbol("MV343"),
     "MissingLayer": Symbol("MV343"),
     "FusedMLP": Symbol("MV343"),

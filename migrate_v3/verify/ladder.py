@@ -988,12 +988,48 @@ def _rungs(result: ArchResult, pair: _Pair, built2: archbuild.Built, built3: arc
         result.steps.append(Step("L2", True, f"{r.name}: built by {r.how}"))
         _l3(result, pair, r, loaded, ckpt, built3, len(roots))
         _checkpoint()
+        parts = container_parts(r.v3, r.v2.module)
+        if parts:  # (the pipeline compiles the parts; the root itself only raises, on both sides)
+            for attr, part3, part2 in parts:
+                _l4(result, f"{r.name}.{attr}", part3, built3, built2, pair.prefer, part2)
+            continue
         traced = _l4(result, r.name, r.v3, built3, built2, pair.prefer, r.v2.module)
         if l5 and traced is not None:
             if before_l5 is not None:
                 before_l5(result)
             _l5(result, r, built2, built3, ckpt, pair, (traced, lambda: _v3_weights(pair, loaded, ckpt)))
     result.steps.append(_l6(built3))
+
+
+def container_parts(module3: Any, module2: Any) -> list[tuple[str, Any, Any]]:
+    """A container root's parts: ``(attribute, V3 part, V2 part)`` for each child module both
+    sides have, when each side's own call does nothing but raise ``NotImplementedError``
+    (``Qwen3VL``: "a container class. Use vision_encoder() or language_model()") — its
+    pipeline stages the parts, each as a graph of its own. Empty for any other root."""
+    if not (_only_raises(type(module3), "forward") and _only_raises(type(module2), "__call__")):
+        return []
+    return [(attr, part, getattr(module2, attr)) for attr, part in module3.children
+            if getattr(module2, attr, None) is not None]
+
+
+def _only_raises(cls: type, method: str) -> bool:
+    """``cls.<method>``'s body (past a docstring) is one ``raise NotImplementedError(...)``."""
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(cls, method))))
+    except (OSError, TypeError, SyntaxError, AttributeError):
+        return False
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, ast.FunctionDef):
+        return False
+    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+        fn.body[0].value, ast.Constant) else fn.body
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
 
 
 def _l3(result: ArchResult, pair: _Pair, root: _Root, loaded: Any, ckpt: archbuild.Checkpoint,

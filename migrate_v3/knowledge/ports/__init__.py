@@ -35,6 +35,7 @@ PORTS: dict[str, str] = {
     "LogitsPostprocessMixin": "logits_mixin",
     "MultiheadAttention": "multihead_attention",
     "forward_sequential_layers": "sequential_layers",
+    "Identity": "identity",
 }
 
 
