@@ -123,6 +123,11 @@ class TransformContext:
     is_package_init: bool = False
     #: How deep the file sits inside its package (0 = top-level module).
     package_depth: int = 0
+    #: The dotted package a relative import's first dot names (``pkg.layers`` for ``pkg/layers/x.py``).
+    file_package: str = ""
+    #: ``pkg.module.Class`` of the package's (and read siblings') classes that derive from a
+    #: ``max`` module class (``plan.module_classes``)
+    module_classes: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -100,6 +100,8 @@ class ModuleInterface(Codemod):
         self.available: set[str] = set(_BUILTINS) | {"None"}
         self.depth = 0
         self.forward: list[cst.FunctionDef | None] = []
+        #: this file's top-level classes that are modules (a later class may derive from one)
+        self.module_names: set[str] = set()
         self._keywords: frozenset[CallShape] | None = None
 
     def keyword_calls(self) -> frozenset[CallShape]:
@@ -144,15 +146,38 @@ class ModuleInterface(Codemod):
                 # a V2 class migrate-v3 ports (codemods.ports): a layer with V2's arguments (a root
                 # with its own trace() is kv_cache's: it renames its __call__ with the trace)
                 is_module = "port"
+            elif not is_module and not _defines(node, "trace") and self._derived(base.value):
+                is_module = "derived"
+        if is_module and not self.classes:
+            self.module_names.add(node.name.value)
         self.classes.append(is_module)
         self.forward.append(None)
+
+    def _derived(self, base: cst.BaseExpression) -> bool:
+        """``base`` is a class of this file, of the package or of a sibling that derives from a
+        ``max`` module class (the plan's ``module_classes``): a module of the package's own."""
+        if isinstance(base, cst.Name) and base.value in self.module_names:
+            return True
+        ctx = self.state.context
+        if not ctx.module_classes:
+            return False
+        qualname = self.qualname(base) or ""
+        if qualname.startswith("."):  # relative to the file's package
+            dots = len(qualname) - len(qualname.lstrip("."))
+            package = ctx.file_package.split(".") if ctx.file_package else []
+            if dots - 1 > len(package):
+                return False
+            qualname = ".".join([*package[: len(package) - (dots - 1)], qualname[dots:]])
+        elif qualname.startswith(ctx.architectures_package + "."):
+            qualname = qualname[len(ctx.architectures_package) + 1:]
+        return qualname in ctx.module_classes
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         is_module = self.classes.pop()
         forward = self.forward.pop()
         if not self.classes:
             self.available.add(original.name.value)
-        if is_module == "port":
+        if is_module in ("port", "derived"):
             return updated
         if is_module == "layer":
             if defines_init(original) and id(original) not in self.state.layer_inits:
@@ -217,7 +242,7 @@ class ModuleInterface(Codemod):
         func = updated.func
         if (
             self.classes
-            and self.classes[-1] in ("layer", "port")
+            and self.classes[-1] in ("layer", "port", "derived")
             and isinstance(func, cst.Attribute)
             and func.attr.value == "__call__"
             and isinstance(func.value, cst.Call)
@@ -236,7 +261,7 @@ class ModuleInterface(Codemod):
         if not in_module_class:
             return updated
         name = original.name.value
-        if self.classes[-1] in ("layer", "port") and name != "__call__":
+        if self.classes[-1] in ("layer", "port", "derived") and name != "__call__":
             return updated
         if name == "__call__":
             self.rewrote(original, "MV321", "__call__ → forward")

@@ -131,6 +131,8 @@ def _contexts(
         neutral_modules=the_plan.neutral_modules,
         package=target.name if target.is_package else None,
         package_depth=len(rel.parts) - 1,
+        file_package=".".join((target.name, *rel.parent.parts)) if target.is_package else "",
+        module_classes=the_plan.module_classes,
         is_arch_module=target.is_package and rel == Path("arch.py"),
         is_package_init=target.is_package and rel == Path("__init__.py"),
         old_release_names=classified is None or any(f.code in RELEASE_CODES for f in classified.result.findings),

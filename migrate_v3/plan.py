@@ -18,6 +18,7 @@ from codemods.base import CallShape, FieldDecl
 from codemods.module_interface import call_keywords
 from codemods.resolve import statement_blocks
 from migrate_v3.classify import classify_bytes
+from migrate_v3.knowledge.layers import is_module_class
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 V3_SUFFIX = "_modulev3"
@@ -97,6 +98,9 @@ class Plan:
     #: target name → its calls that may call a module instance with keywords
     #: (``module_interface.call_keywords``: a forward they bind to is called by keyword)
     call_keywords: dict[str, frozenset[CallShape]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` of the targets' classes and those of the siblings read that derive
+    #: from a ``max`` module class (V2 or V3), through any chain of package classes
+    module_classes: frozenset[str] = frozenset()
 
 
 def v3_name(path: Path) -> str:
@@ -208,11 +212,89 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     models: dict[str, frozenset[str]] = {}
     for t in readers:
         reads[t.name], models[t.name] = _text_facts(t, v3_packages, exports)
+    own_bases, own_library = bases.copy(), library.copy()
+    for t in targets:
+        if t.is_package:
+            _text_class_bases(t, own_bases, own_library)
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
-        {t.name: _call_keywords(t, parsed) for t in targets},
+        {t.name: _call_keywords(t, parsed) for t in targets}, module_classes(own_bases, own_library),
     )
+
+
+#: a class statement's name and bases (no nested parentheses: ``Module[[Tensor], Tensor]`` is fine)
+_CLASS_HEAD = re.compile(r"^class\s+(\w+)\s*\(([^)]*)\)\s*:", re.M)
+#: ``from <dots><module> import <names>`` (one line, or parenthesized)
+_FROM_IMPORT = re.compile(r"^from\s+(\.*)([\w.]*)\s+import\s+(\([^)]*\)|[^\n#]*)", re.M)
+
+
+def _text_class_bases(target: Target, bases: dict[str, list[str]], library: dict[str, str]) -> None:
+    """``class_bases`` and ``library_bases`` of the target's classes, read off the text (parsing
+    every file would cost more than the rest of the plan): a class head's plain-name bases, each
+    resolved through the file's ``from`` imports or its own classes."""
+    for path, rel in target.files:
+        if path.suffix != ".py":
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "class " not in text:
+            continue
+        stem = rel.with_suffix("").parts
+        parts = (target.name, *(stem[:-1] if stem[-1] == "__init__" else stem))
+        package = (target.name, *rel.parent.parts)  # what a relative import's first dot names
+        homes: dict[str, str] = {}
+        libs: dict[str, str] = {}
+        for dots, module, names in _FROM_IMPORT.findall(text):
+            if dots:
+                cut = len(package) - (len(dots) - 1)
+                if cut < 0:
+                    continue
+                home = ".".join([*package[:cut], *([module] if module else [])])
+            elif module.startswith(_ARCHITECTURES):
+                home = module[len(_ARCHITECTURES):]
+            elif module.startswith("max."):
+                for name in names.strip("()").split(","):
+                    words = name.split()
+                    if words:
+                        libs[words[-1]] = f"{module}.{words[0]}"
+                continue
+            else:
+                continue
+            for name in names.strip("()").split(","):
+                words = name.split()
+                if words:
+                    homes[words[-1]] = f"{home}.{words[0]}"
+        heads = _CLASS_HEAD.findall(text)
+        local = {name for name, _ in heads}
+        for name, listed in heads:
+            key = ".".join([*parts, name])
+            found: list[str] = []
+            for base in listed.split(","):
+                base = base.split("[", 1)[0].strip()
+                if not base.isidentifier():
+                    continue
+                if base in local:
+                    found.append(".".join([*parts, base]))
+                elif base in homes:
+                    found.append(homes[base])
+                elif base in libs and key not in library:
+                    library[key] = libs[base]
+            bases.setdefault(key, found)
+
+
+def module_classes(bases: dict[str, list[str]], library: dict[str, str]) -> frozenset[str]:
+    """The classes of ``bases``/``library`` that derive from a ``max`` module class, directly
+    (``library``) or through other such classes (``bases``)."""
+    found = {key for key, lib in library.items() if is_module_class(lib)}
+    grew = True
+    while grew:
+        more = {key for key, keys in bases.items() if key not in found and any(k in found for k in keys)}
+        found |= more
+        grew = bool(more)
+    return frozenset(found)
 
 
 #: the parameters of a ``__call__``/``forward`` (after ``self``), and the names in them

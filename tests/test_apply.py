@@ -463,3 +463,29 @@ def test_a_module_another_file_calls_by_keyword_takes_any_arguments(tmp_path: Pa
     text = (out / "vlm_modulev3" / "encoder.py").read_text()
     assert "class Encoder(Module[..., Tensor]):" in text
     assert "class MLP(Module[[Tensor], Tensor]):" in text
+
+
+def test_plan_finds_the_package_classes_that_derive_from_a_max_module(tmp_path: Path) -> None:
+    """``module_classes``: through the package's own chain of classes (relative imports, a
+    package ``__init__``, a class of the same file) to a V2 module or layer; a class of no module
+    base (a processor) is not one. ``apply`` then writes each one's ``__call__`` as ``forward``."""
+    from migrate_v3.plan import plan
+
+    pkg = tmp_path / "draft"
+    (pkg / "layers").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers" / "__init__.py").write_text(
+        "from max.nn import Module, RMSNorm\n\n\nclass Base(Module):\n    pass\n\n\nclass Norm(RMSNorm):\n    pass\n"
+    )
+    (pkg / "processing.py").write_text("class Processor:\n    def __call__(self, x):\n        return x\n")
+    (pkg / "model.py").write_text(
+        "from max.graph import TensorValue\n\nfrom .layers import Base, Norm\nfrom .processing import Processor\n\n\n"
+        "class Mid(Base):\n    pass\n\n\nclass Top(\n    Mid,\n):\n    def __call__(self, x: TensorValue) -> TensorValue:\n"
+        "        return x\n\n\nclass Images(Processor):\n    pass\n\n\nclass Scaled(Norm):\n    pass\n"
+    )
+    found = plan([pkg]).module_classes
+    assert {"draft.layers.Base", "draft.layers.Norm", "draft.model.Mid", "draft.model.Top", "draft.model.Scaled"} <= found
+    assert not {"draft.processing.Processor", "draft.model.Images"} & found
+    apply_paths([pkg], jobs=1)
+    out = (tmp_path / "draft_modulev3" / "model.py").read_text()
+    assert "    def forward(self, x: Tensor) -> Tensor:" in out, out

@@ -40,6 +40,8 @@ def _context(case: Path, **overrides: object) -> TransformContext:
         data["data_classes"] = frozenset(data["data_classes"])
     if "neutral_modules" in data:
         data["neutral_modules"] = frozenset(data["neutral_modules"])
+    if "module_classes" in data:
+        data["module_classes"] = frozenset(data["module_classes"])
     if "class_fields" in data:
         data["class_fields"] = {k: frozenset(v) for k, v in data["class_fields"].items()}
     if "field_decls" in data:  # [annotation, value, [[module, name], ...], (plain default)]

@@ -683,6 +683,15 @@ def module_kind(symbol: str | None) -> str | None:
     return None
 
 
+def is_module_class(qualified: str) -> bool:
+    """``qualified`` names a ``max`` module class: a V2 module, layer or ported class
+    (:func:`module_kind`), or V3's ``Module``, its containers or a V3 layer."""
+    if qualified.startswith(V3_ALIASES) or qualified.startswith(f"{E}."):
+        name = qualified.rsplit(".", 1)[1]
+        return name in ("Module", "ModuleList", "Sequential") or any(spec.v3_name == name for spec in LAYERS.values())
+    return module_kind(v2_symbol(qualified)) is not None
+
+
 #: V2 layer name → (positional arguments its V3 ``forward`` takes, V2 call arguments that carry
 #: no data and go): the layers whose V2 ``__call__`` took more (``codemods.layer_calls``)
 #: V2 call parameters that carry no data (allreduce synchronisation): a V3 ``forward`` without one
