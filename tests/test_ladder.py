@@ -1265,3 +1265,47 @@ def test_a_migrated_pipeline_model_that_is_or_builds_on_a_v2_one_is_named_at_its
     assert pair(base).v2_pipeline_model() == ("Base", f"{tmp_path / 'arch.py'}:2")
     assert pair(sub).v2_pipeline_model() == ("Base", f"{tmp_path / 'model.py'}:3")
     assert pair(own).v2_pipeline_model() is None
+
+
+def test_a_container_root_is_traced_through_the_parts_both_sides_have() -> None:
+    """A root whose call only raises ``NotImplementedError`` on both sides (``Qwen3VL``: "a
+    container class") is traced through its parts; a root with a forward of its own is not."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear, Module
+    from max.graph import DeviceRef
+    from max.nn import Linear as V2Linear
+    from max.nn import Module as V2Module
+
+    from migrate_v3.verify.ladder import container_parts
+
+    class Container3(Module):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            super().__init__()
+            self.vision = Linear(2, 2)
+            self.language = Linear(2, 3)
+
+        def forward(self, *args: object) -> object:
+            """Not meant to be called."""
+            raise NotImplementedError("a container class: call vision or language")
+
+    class Plain3(Container3):
+        def forward(self, *args: object) -> object:
+            return args[0]
+
+    class Container2(V2Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.vision = V2Linear(2, 2, DType.float32, DeviceRef.CPU())
+            self.language = V2Linear(2, 3, DType.float32, DeviceRef.CPU())
+
+        def __call__(self, *args: object) -> object:
+            raise NotImplementedError
+
+    with F.lazy():
+        v3, plain = Container3(), Plain3()
+    v2 = Container2()
+    parts = container_parts(v3, v2)
+    assert [(name, p3, p2) for name, p3, p2 in parts] == [
+        ("vision", v3.vision, v2.vision), ("language", v3.language, v2.language)]
+    assert container_parts(plain, v2) == []
