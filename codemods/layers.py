@@ -160,6 +160,11 @@ def _func_name(call: cst.Call) -> str | None:
     return call.func.value if isinstance(call.func, cst.Name) else None
 
 
+#: what ``for _ in range(n)``'s index is called once a layer reads it
+_NAMED_INDEX = "layer_idx"
+_UNDERSCORE_OR_INDEX = re.compile(r"(?<![\w.])(?:_|layer_idx)(?!\w)(?!\s*=[^=])")
+
+
 def _loop_index(node: cst.For | cst.CompFor) -> str | None:
     """``i`` of ``for i in range(n)``: the index of the layer built in the loop."""
     it = node.iter
@@ -193,6 +198,8 @@ class LayerConstructors(Codemod):
         self.factories: list[dict[str, Factory]] = [{}]
         #: enclosing loops: the ``range`` index name, or None
         self.loops: list[str | None] = []
+        #: per enclosing loop: its ``_`` was read as ``layer_idx`` (the target is renamed on leaving)
+        self.renamed_loops: list[bool] = []
         self.in_partial = 0
         #: enclosing classes and functions: ("class", the V2 layer it subclasses or "") / ("def", name)
         self.scopes: list[tuple[str, str]] = []
@@ -463,18 +470,33 @@ class LayerConstructors(Codemod):
         return updated
 
     def visit_For(self, node: cst.For) -> None:
-        self.loops.append(_loop_index(node))
+        self._enter_loop(_loop_index(node), node.body)
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
-        self.loops.pop()
+        if self._leave_loop():
+            return updated.with_changes(target=cst.Name(_NAMED_INDEX))
         return updated
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
-        self.loops.append(_loop_index(node.for_in) if node.for_in.inner_for_in is None else None)
+        self._enter_loop(_loop_index(node.for_in) if node.for_in.inner_for_in is None else None, node.elt)
 
     def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.ListComp:
-        self.loops.pop()
+        if self._leave_loop():
+            return updated.with_changes(for_in=updated.for_in.with_changes(target=cst.Name(_NAMED_INDEX)))
         return updated
+
+    def _enter_loop(self, index: str | None, body: cst.CSTNode) -> None:
+        """``for _ in range(n)``: a ``layer_idx=`` written from it names the index (``layer_idx``),
+        when the loop reads neither ``_`` nor that name."""
+        if index == "_" and not _UNDERSCORE_OR_INDEX.search(source(body)):
+            index = _NAMED_INDEX
+        self.loops.append(index)
+        self.renamed_loops.append(False)
+
+    def _leave_loop(self) -> bool:
+        """Whether the loop's ``_`` must become ``layer_idx`` (a layer of it reads the index now)."""
+        index, renamed = self.loops.pop(), self.renamed_loops.pop()
+        return renamed and index == _NAMED_INDEX
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.annotation is not None:
@@ -926,6 +948,8 @@ class LayerConstructors(Codemod):
         for v3, why in spec.required.items():
             if v3 == "layer_idx" and v3 not in new and not self.in_partial and self.loops and self.loops[-1]:
                 index = self.loops[-1]
+                if index == _NAMED_INDEX:
+                    self.renamed_loops[-1] = True
                 new[v3] = new_keyword(v3, index)
                 self.rewrote(original, "MV341", f"{v2}: layer_idx={index} (the loop's range index; V2 passed it at call time)")
             elif v3 not in new and not factory and not self.in_partial:
