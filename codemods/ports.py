@@ -119,9 +119,8 @@ class Ports(Codemod):
                 and test.func.value == "isinstance" and len(test.args) == 2 and len(old.args) == 2):
             return updated
         symbol = v2_symbol(self.qualname(old.args[1].value))
-        if symbol is None or (symbol not in PORTS and symbol not in NO_V3_CLASS) or (
-                symbol in PORTS and self._built_here(symbol)):
-            return updated
+        if symbol is None or (symbol not in PORTS and symbol not in NO_V3_CLASS) or self._built_here(symbol):
+            return updated  # (built here: ported, or kept as V2 with its TODO, which the assert then holds for)
         module = self.state.import_name(MODULE_HOME, "Module")
         self.todo("MV343", f"assert isinstance(..., {symbol}) → Module: V2 {symbol} has no V3 class and no "
                            f"V3 module is one; assert the V3 class this object really is")
@@ -130,8 +129,9 @@ class Ports(Codemod):
             args=[test.args[0], test.args[1].with_changes(value=cst.Name(module))]))
 
     def _built_here(self, symbol: str) -> bool:
-        """The file calls, subclasses or picks ``symbol``: this codemod adds its port, which
-        ``isinstance`` then checks (by text: the hooks that add it may come later in the file)."""
+        """The file calls, subclasses or picks ``symbol``: this codemod adds its port (or, with no
+        port, the V2 class stays with its TODO), which ``isinstance`` then checks (by text: the
+        hooks that add it may come later in the file)."""
         source = self.state.source
         return bool(re.search(rf"\b{symbol}\(|^class\s+\w+\s*\([^)]*\b{symbol}\b|=\s*{symbol}\s*$",
                               source, re.M))
