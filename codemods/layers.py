@@ -622,8 +622,8 @@ class LayerConstructors(Codemod):
         (``codemods.layer_calls``) rewrites or flags: a caveat about calling it is stale here."""
         attr = self.self_attr_of.get(id(original))
         local = self.local_of.get(id(original))
-        if v2 not in CALL_CAVEATS or (attr is None and local is None) or "self." not in self.state.source \
-                or not self.class_nodes:
+        if v2 not in CALL_CAVEATS or (attr is None and local is None) or not self.class_nodes \
+                or (f"self.{attr}(" if attr is not None else "self.") not in self.state.source:
             return False
         node = self.class_nodes[-1][0]
         text = self.class_text.get(id(node))
