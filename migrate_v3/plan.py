@@ -247,7 +247,8 @@ def _text_class_bases(target: Target, bases: dict[str, list[str]], library: dict
         package = (target.name, *rel.parent.parts)  # what a relative import's first dot names
         homes: dict[str, str] = {}
         libs: dict[str, str] = {}
-        for dots, module, names in _FROM_IMPORT.findall(text):
+        for dots, module, listed in _FROM_IMPORT.findall(text):
+            names = re.sub(r"#[^\n]*", "", listed)  # (a comment inside the parentheses)
             if dots:
                 cut = len(package) - (len(dots) - 1)
                 if cut < 0:

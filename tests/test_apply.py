@@ -479,7 +479,8 @@ def test_plan_finds_the_package_classes_that_derive_from_a_max_module(tmp_path: 
     )
     (pkg / "processing.py").write_text("class Processor:\n    def __call__(self, x):\n        return x\n")
     (pkg / "model.py").write_text(
-        "from max.graph import TensorValue\n\nfrom .layers import Base, Norm\nfrom .processing import Processor\n\n\n"
+        "from max.graph import TensorValue\n\nfrom .layers import (\n    Base,  # the root\n    # and its norm\n    Norm,\n)\n"
+        "from .processing import Processor\n\n\n"
         "class Mid(Base):\n    pass\n\n\nclass Top(\n    Mid,\n):\n    def __call__(self, x: TensorValue) -> TensorValue:\n"
         "        return x\n\n\nclass Images(Processor):\n    pass\n\n\nclass Scaled(Norm):\n    pass\n"
     )
