@@ -36,7 +36,7 @@ on the call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -129,7 +129,7 @@ class LayerCalls(Codemod):
             if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
                 handed = self._handed_layers(stmt)
                 appended = _appended_classes(stmt) if self.state.call_drops else {}
-                local_layers = self._local_layers(stmt)
+                local_layers = held_locals(stmt, self._layer_built)
                 for assign in _assignments(stmt):
                     name = self_attr(assign.targets[0].target) if len(assign.targets) == 1 else None
                     layer = (self._layer_built(assign.value.func) if isinstance(assign.value, cst.Call)
@@ -148,19 +148,6 @@ class LayerCalls(Codemod):
         self.classes.append((base, attrs))
         self.siblings.append(siblings)
         self.moves.append(moves)
-
-    def _local_layers(self, init: cst.FunctionDef) -> dict[str, str]:
-        """``init``'s locals bound only to one ``CALL_DROPS`` layer's constructor calls
-        (``embedding = VocabParallelEmbedding(...)`` before ``self.embed_tokens = embedding``)."""
-        found: dict[str, set[str | None]] = {}
-        for assign in _assignments(init):
-            target = assign.targets[0].target if len(assign.targets) == 1 else None
-            if isinstance(target, cst.Name):
-                value = assign.value
-                found.setdefault(target.value, set()).add(
-                    self._layer_built(value.func) if isinstance(value, cst.Call) else None)
-        return {name: layer for name, layers in found.items() if len(layers) == 1
-                for layer in layers if layer is not None}
 
     def _moved_layer(self, node: cst.BaseExpression) -> str | None:
         """The ``CALL_MOVES`` layer a class reference names (V2 home)."""
@@ -379,6 +366,26 @@ def _appended_classes(func: cst.FunctionDef) -> dict[str, str]:
                 and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
             found.setdefault(call.func.value.value, set()).add(_built_class(call.args[0].value, {}))
     return {name: cls for name, classes in found.items() if len(classes) == 1 for cls in classes if cls is not None}
+
+
+def held_locals(init: cst.FunctionDef, layer_of: Callable[[cst.BaseExpression], str | None]) -> dict[str, str]:
+    """``init``'s locals bound only to constructor calls of one layer (``layer_of`` the called
+    class) → that layer (``embedding = VocabParallelEmbedding(...)`` before ``self.embed_tokens = embedding``)."""
+    found: dict[str, set[str | None]] = {}
+    for assign in _assignments(init):
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if isinstance(target, cst.Name):
+            value = assign.value
+            found.setdefault(target.value, set()).add(layer_of(value.func) if isinstance(value, cst.Call) else None)
+    return {name: layer for name, layers in found.items() if len(layers) == 1 for layer in layers if layer is not None}
+
+
+def held_as(init: cst.FunctionDef, local: str) -> str | None:
+    """The attribute ``init`` stores local ``local`` in (``self.embed_tokens = embedding``), the last one."""
+    held = [name for assign in _assignments(init) if len(assign.targets) == 1
+            and isinstance(assign.value, cst.Name) and assign.value.value == local
+            and (name := self_attr(assign.targets[0].target)) is not None]
+    return held[-1] if held else None
 
 
 def _assignments(node: cst.CSTNode) -> Iterator[cst.Assign]:

@@ -41,6 +41,7 @@ from codemods.base import (
 )
 from codemods.dead_locals import pure_expression
 from codemods.dtype_scopes import DtypeScope, dtype_scopes
+from codemods.layer_calls import held_as, held_locals
 from codemods.ports import calls_the_v3_way
 from migrate_v3.knowledge.layers import (
     ATTRIBUTE_RENAMES,
@@ -198,7 +199,7 @@ class LayerConstructors(Codemod):
         self.factories: list[dict[str, Factory]] = [{}]
         #: enclosing loops: the ``range`` index name, or None
         self.loops: list[str | None] = []
-        #: per enclosing loop: its ``_`` was read as ``layer_idx`` (the target is renamed on leaving)
+        #: per enclosing loop: a layer reads its index as ``layer_idx`` (a ``_`` target is renamed on leaving)
         self.renamed_loops: list[bool] = []
         self.in_partial = 0
         #: enclosing classes and functions: ("class", the V2 layer it subclasses or "") / ("def", name)
@@ -473,7 +474,7 @@ class LayerConstructors(Codemod):
         self._enter_loop(_loop_index(node), node.body)
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
-        if self._leave_loop():
+        if self._leave_loop(original.target):
             return updated.with_changes(target=cst.Name(_NAMED_INDEX))
         return updated
 
@@ -481,7 +482,7 @@ class LayerConstructors(Codemod):
         self._enter_loop(_loop_index(node.for_in) if node.for_in.inner_for_in is None else None, node.elt)
 
     def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.ListComp:
-        if self._leave_loop():
+        if self._leave_loop(original.for_in.target):
             return updated.with_changes(for_in=updated.for_in.with_changes(target=cst.Name(_NAMED_INDEX)))
         return updated
 
@@ -493,10 +494,10 @@ class LayerConstructors(Codemod):
         self.loops.append(index)
         self.renamed_loops.append(False)
 
-    def _leave_loop(self) -> bool:
-        """Whether the loop's ``_`` must become ``layer_idx`` (a layer of it reads the index now)."""
-        index, renamed = self.loops.pop(), self.renamed_loops.pop()
-        return renamed and index == _NAMED_INDEX
+    def _leave_loop(self, target: cst.BaseExpression) -> bool:
+        """Whether the loop's target ``_`` must become ``layer_idx`` (a layer of it reads the index now)."""
+        self.loops.pop()
+        return self.renamed_loops.pop() and isinstance(target, cst.Name) and target.value == "_"
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.annotation is not None:
@@ -630,13 +631,14 @@ class LayerConstructors(Codemod):
         if text is None:  # (printed once per class, not once per layer it builds)
             text = self.class_text[id(node)] = source(node)
         if attr is None and local is not None:
-            # ``local = <layer>(...)`` bound once, then ``self.x = local``: the layer is ``self.x``
-            # (``codemods.layer_calls`` follows such a local)
-            held = re.findall(rf"^[ \t]*self\.(\w+) = {local}[ \t]*$", text, re.M)
-            if len(re.findall(rf"\b{local}\s*=(?!=)", text)) != 1 or len(held) != 1:
+            # ``local = <layer>(...)`` in ``__init__``, then ``self.x = local``: the layer is ``self.x``
+            # when ``codemods.layer_calls`` follows the local (the same test)
+            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+            init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+            if init is None or local not in held_locals(init, lambda func: v2_symbol(self.qualname(func))):
                 return False
-            attr = held[0]
-        return f"self.{attr}(" in text  # called in the same class
+            attr = held_as(init, local)
+        return attr is not None and f"self.{attr}(" in text  # called in the same class
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if self.kwargs_dicts and id(original) in self.kwargs_dicts:
