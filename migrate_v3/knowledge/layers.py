@@ -687,9 +687,12 @@ def is_module_class(qualified: str) -> bool:
     """``qualified`` names a ``max`` module class: a V2 module, layer or ported class
     (:func:`module_kind`), or V3's ``Module``, its containers or a V3 layer."""
     if qualified.startswith(V3_ALIASES) or qualified.startswith(f"{E}."):
-        name = qualified.rsplit(".", 1)[1]
-        return name in ("Module", "ModuleList", "Sequential") or any(spec.v3_name == name for spec in LAYERS.values())
+        return qualified.rsplit(".", 1)[1] in _V3_MODULE_CLASSES
     return module_kind(v2_symbol(qualified)) is not None
+
+
+#: V3's module classes by name: ``Module``, its containers and the V3 class of each mapped layer
+_V3_MODULE_CLASSES = frozenset({"Module", "ModuleList", "Sequential", *(spec.v3_name for spec in LAYERS.values())})
 
 
 #: V2 layer name → (positional arguments its V3 ``forward`` takes, V2 call arguments that carry

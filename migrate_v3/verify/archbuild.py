@@ -111,9 +111,9 @@ def failure(step: str, exc: BaseException, prefer: tuple[Path, ...] = ()) -> Fai
     resolved = [p.resolve() for p in prefer]
     preferred = [f for f in frames if any(Path(f.filename).is_relative_to(p) for p in resolved)]
     callers = [f for f in preferred if not _in_added_class(f.filename, f.lineno or 0)]
-    for frame in reversed(callers or preferred):
+    if callers or preferred:
+        frame = (callers or preferred)[-1]
         where = f"{frame.filename}:{frame.lineno}"
-        break
     if not where and frames:
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
     text = str(exc).strip().splitlines()

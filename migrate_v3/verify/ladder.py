@@ -389,7 +389,6 @@ def _placeholder(built: archbuild.Built, own: str) -> bool:
     """The V2 pipeline model is the registry's placeholder: its ``execute`` only raises (dflash_llama3's
     says another pipeline runs the draft), and it built modules, none of them a class of the package
     (module prefix ``own``: it built llama3's ``Llama3``)."""
-    import ast
 
     from migrate_v3.verify.pysource import parsed
 
@@ -911,7 +910,6 @@ def _weight_read(built: archbuild.Built) -> str | None:
     """The weight name a load path that built nothing stopped on: ``KeyError: 'layers.0.x.weight'``,
     a key error message that quotes one (``Expected NextN norm key 'a.b.weight' not found``), or one
     that names a weight by its suffix (``Expected e_score_correction_bias in state_dict``)."""
-    import re
 
     if built.roots or built.failure is None or not built.failure.error.startswith("KeyError: "):
         return None
@@ -1119,7 +1117,6 @@ def _modules(root: Any) -> dict[str, Any]:
 
 def _class_source(cls: type) -> tuple[str, Any] | None:
     """(source file, its ``ast``) of the module defining ``cls``, or None."""
-    import ast
     import inspect
 
     try:
@@ -1138,7 +1135,6 @@ def construction_site(root: Any, key: str) -> str:
     """``file:line`` of the ``self.<attr> = ...`` statement, in the class of its parent module, that
     builds the module holding weight ``key`` (``layers.0.norm.weight``: ``self.norm`` in the class
     of ``layers.0``; a list item: the list's attribute one level up), or ''."""
-    import ast
 
     parts = key.split(".")[:-1]
     while parts and parts[-1].isdigit():
@@ -1189,7 +1185,6 @@ def _import_site(owner: type, name: str) -> str:
 
 def _import_in(path: str, tree: Any, name: str) -> str:
     """``file:line`` of the import binding ``name`` in module ``tree`` (read from ``path``), or ''."""
-    import ast
 
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
