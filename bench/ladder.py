@@ -333,6 +333,11 @@ _MUST_IMPLEMENT = re.compile(r"must implement `(\w+)`")
 #: the root class a failure is about (``UnifiedDflashLlama3: V2 46 weights ...``)
 _ROOT = re.compile(r"(?:L\d )?(\w+): ")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+#: a constructor called with V2's arguments (``X.__init__() missing 1 required positional argument: 'mesh'``)
+_SIGNATURE = re.compile(
+    r"(\w+)\.__init__\(\) (?:missing \d+ required (?:positional|keyword-only) arguments?: '(\w+)'"
+    r"|got an unexpected keyword argument '(\w+)')"
+)
 _DTYPE_OF = re.compile(r"\bdtype \S+ checkpoint \S+ vs V3 \S+ of an? (\w+)(?: \((\w+)\))?")
 #: an L3 failure of weight names (V3 parameters the V2 checkpoint has no tensor for, or the reverse)
 _WEIGHT_NAMES = re.compile(r"no V2 weight accounts for|\b\d+ (?:unexpected|missing)\b|weight issues \(e\.g\. (?:missing|unexpected)\b")
@@ -349,7 +354,9 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
     ``NotImplementedError: X must implement `m```, a TODO that says to implement ``m``
     (``MV382``'s note on a pipeline model whose load path could not be rewritten); and an L3
     weight in another dtype than V2's, held by a ``RMSNorm`` say, is named by ``MV342``'s note
-    that a ``RMSNorm(dtype=...)`` lost its own dtype; an L3 failure of weight names, by a note
+    that a ``RMSNorm(dtype=...)`` lost its own dtype; a constructor called with V2's arguments
+    (``X.__init__() missing ... 'mesh'``), by a note naming the call ``X(...)`` and the argument
+    (``MV301``'s note that a sibling's V3 constructor differs); an L3 failure of weight names, by a note
     that the names may differ (``MV301`` at a subclass of max's port, ``MV361``/``MV362``); and
     any failure of a root class (``Root: ...``) by ``MV320``'s note that the root subclasses a V2
     Module with no ModuleV3 form (its children are no V3 parameters, its call no V3 forward)."""
@@ -371,6 +378,9 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
         said = re.compile(rf"TODO\(migrate-v3\): MV342 (?:{names})\(dtype=")
     elif unwritten is not None:
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\bimplement\b[^\n]*\b{re.escape(unwritten.group(1))}\b")
+    elif (called := _SIGNATURE.search(detail)) is not None:  # MV301: the V3 constructor is not V2's
+        cls, arg = called.group(1), called.group(2) or called.group(3)
+        said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\b{re.escape(cls)}\([^\n]*\b{re.escape(arg)}\b")
     elif _WEIGHT_NAMES.search(detail):  # MV301 (a subclass of max's port) or MV361/MV362: names may differ
         said = _NAMES_MAY_DIFFER
     return "TODO" if said is not None and _said(package, said) else ""

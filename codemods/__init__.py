@@ -37,6 +37,7 @@ from codemods.residual import Residual
 from codemods.self_imports import SelfImports
 from codemods.sharding import Sharding, ShardingClasses
 from codemods.signal_inputs import SignalInputs
+from codemods.spec_drivers import SpecDrivers
 from codemods.tensor_types import TensorTypes
 from codemods.tied_embeddings import TiedEmbeddings
 from codemods.weight_adapters import WeightAdapters
@@ -61,6 +62,7 @@ ORDER: list[type[Codemod]] = [
     Ops,  # MV37x: ops.X → F.X, graph-value APIs
     TensorTypes,  # MV33x: TensorValue → Tensor
     ModuleInterface,  # MV32x: Module[[...], ...], forward, super().__init__()
+    SpecDrivers,  # MV323: a V2 spec-decode driver subclass → a ModuleV3 module over the driver built per trace
     DeadLocals,  # clean-up: locals and function-level imports only the dropped V2 arguments used
     IdenticalBranches,  # MV391 clean-up: an if/else whose branches the rewrites made equal → one branch
     ShardingClasses,  # MV390: a class's sharding_strategy setter / shard() → placements in __init__

@@ -38,6 +38,7 @@ from codemods.args import is_docstring, source
 from codemods.base import CallShape, Codemod
 from codemods.layers import defines_init
 from codemods.resolve import import_bindings, statement_blocks
+from codemods.spec_drivers import splits
 from migrate_v3.knowledge.layers import (
     LAYERS,
     MODULE_HOME,
@@ -134,7 +135,7 @@ class ModuleInterface(Codemod):
         for base in node.bases:
             value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
             qual = self.qualname(value)
-            if qual in V2_LIBRARY_MODULES:
+            if qual in V2_LIBRARY_MODULES and splits(node, self.qualname, self.state.module_names) is None:
                 self.todo("MV320", f"{node.name.value} subclasses {qual.rsplit('.', 1)[1]}, a V2 Module with no "
                           f"ModuleV3 form in max 26.7: {V2_LIBRARY_MODULES[qual]}")
             kind = module_kind(v2_symbol(self.qualname(base.value)))

@@ -386,5 +386,8 @@ def _graph_value_params(func: cst.FunctionDef) -> set[str]:
 
 
 def _is_graph_input(node: cst.BaseExpression) -> bool:
-    """``graph.inputs[0]`` / ``x`` in ``x.tensor``: names and subscripts, not calls."""
+    """``graph.inputs[0]`` / ``x`` / ``next(inputs)`` in ``x.tensor``: names, subscripts and the next
+    value of an iterator (graph inputs are read in order so), not other calls."""
+    if isinstance(node, cst.Call):
+        return isinstance(node.func, cst.Name) and node.func.value == "next" and len(node.args) == 1
     return isinstance(node, cst.Name | cst.Subscript | cst.Attribute)

@@ -67,6 +67,9 @@ RULES: dict[str, Rule] = {
            "def __call__(self, x: TensorValue) -> TensorValue:", "def forward(self, x: Tensor) -> Tensor:"),
         _r("MV322", "missing-super-init", A, "__init__ of a Module subclass must call super().__init__()",
            "def __init__(self, dim: int) -> None:", "super().__init__()"),
+        _r("MV323", "spec-driver-bridge", A, "a V2 speculative-decoding driver subclass splits: the driver takes the "
+           "target and draft, a ModuleV3 module builds and holds them and builds the driver per trace",
+           "class UnifiedBlock(BlockDriver[TensorValue, TensorValue]):", "class UnifiedBlockDriver(BlockDriver[Tensor, Tensor]):"),
         # MV33x: tensor types
         _r("MV330", "tensor-type", A, "TensorValue/BufferValue/TensorValueLike become Tensor",
            "x: TensorValue", "x: Tensor"),

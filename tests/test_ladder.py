@@ -76,6 +76,24 @@ def test_a_missing_attribute_is_flagged_by_a_todo_that_says_it_went_missing(tmp_
     assert ladder.flagged(where, {}, detail) == ""  # (no package given: the site only)
 
 
+def test_a_constructor_called_the_v2_way_is_flagged_by_a_todo_naming_the_call_and_argument(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "model.py").write_text(
+        "# TODO(migrate-v3): MV301 gemma4_modulev3's Gemma4TextModel(config, mesh) is not V2 gemma4's "
+        "Gemma4TextModel(config): update the calls of it here (it needs mesh)\n"
+        "from x import Gemma4TextModel\n"
+        "target = Gemma4TextModel(config)\n"
+    )
+    where = f"{pkg / 'model.py'}:3"
+    detail = "construct M: TypeError: Gemma4TextModel.__init__() missing 1 required positional argument: 'mesh'"
+    assert ladder.flagged(where, {}, detail, pkg) == "TODO"
+    assert ladder.flagged(where, {}, detail.replace("'mesh'", "'devices'"), pkg) == ""
+    assert ladder.flagged(where, {}, detail.replace("Gemma4TextModel.", "Gemma4Assistant."), pkg) == ""
+    unexpected = "construct M: TypeError: Gemma4TextModel.__init__() got an unexpected keyword argument 'mesh'"
+    assert ladder.flagged(where, {}, unexpected, pkg) == "TODO"
+
+
 def test_a_weight_in_another_dtype_is_flagged_by_the_todo_that_dropped_its_layers_own_dtype(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()

@@ -614,12 +614,14 @@ V2_ONLY_METHODS: dict[str, dict[str, str]] = {
 #: a subclass does instead (``tests/test_knowledge.py`` checks them against the installed max)
 V2_LIBRARY_MODULES: dict[str, str] = {
     "max.pipelines.speculative.block_driver.BlockDriver": (
-        "it takes V2 target/draft Modules: keep the driver V2 (a bridge), or hold target and draft in a ModuleV3 "
-        "Module and drive them with a SequentialDriver built per trace (unified_mtp_gemma4_modulev3 shows how)"
+        "it drives ModuleV3 target/draft models through Tensor adapters; migrate-v3 splits a driver whose "
+        "__init__ builds them in plain statements (MV323), not this one: hold them in a ModuleV3 Module and build "
+        "the driver per trace in its forward (unified_mtp_glm5_2_modulev3 shows how)"
     ),
     "max.pipelines.speculative.driver.SequentialDriver": (
-        "it drives ModuleV3 target/draft models through Tensor adapters: hold them in a ModuleV3 Module and build "
-        "the driver per trace in its forward (unified_mtp_gemma4_modulev3 shows how)"
+        "it drives ModuleV3 target/draft models through Tensor adapters; migrate-v3 splits a driver whose "
+        "__init__ builds them in plain statements (MV323), not this one: hold them in a ModuleV3 Module and build "
+        "the driver per trace in its forward (unified_mtp_glm5_2_modulev3 shows how)"
     ),
 }
 
