@@ -21,7 +21,7 @@ from functools import cache
 
 import libcst as cst
 
-from codemods.base import Codemod
+from codemods.base import Codemod, FileState
 from codemods.resolve import import_bindings, module_name
 from migrate_v3.knowledge.layers import MODULE_HOME, NO_V3_CLASS, v2_symbol
 from migrate_v3.knowledge.ports import PORTS, port_owner, port_source
@@ -67,6 +67,18 @@ def calls_the_v3_way(port: str, module: str, name: str) -> bool:
     return any(m == module and n == name for m, n, _ in imports)
 
 
+def add_port(state: FileState, symbol: str) -> None:
+    """Add the port of ``symbol`` (and the ports it builds on) to the module, once."""
+    imports, code, needs = _split(symbol)
+    for need in needs:  # defined ahead of the port that uses it
+        add_port(state, need)
+    state.needed_imports.update(imports)
+    owner = port_owner(symbol)
+    state.helpers[owner] = code
+    if owner != symbol:
+        state.helpers.setdefault(symbol, "")  # defined by its owner's code
+
+
 class Ports(Codemod):
     PREFIX = "MV343"
 
@@ -84,15 +96,7 @@ class Ports(Codemod):
         return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
 
     def _add(self, symbol: str) -> None:
-        """Add the port of ``symbol`` (and the ports it builds on) to the module, once."""
-        imports, code, needs = _split(symbol)
-        for need in needs:  # defined ahead of the port that uses it
-            self._add(need)
-        self.state.needed_imports.update(imports)
-        owner = port_owner(symbol)
-        self.state.helpers[owner] = code
-        if owner != symbol:
-            self.state.helpers.setdefault(symbol, "")  # defined by its owner's code
+        add_port(self.state, symbol)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         bases = list(updated.bases)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-#: V2 ``max.nn`` class (or function) name → the module in this package that ports it.
+#: V2 ``max.nn`` class (or function) name → the module in this package that ports it; a V2 layer
+#: method V3's class lacks (``V2_ONLY_METHODS``) is ported as a function of the layer of its name.
 PORTS: dict[str, str] = {
     "Transformer": "transformer",
     "TransformerBlock": "transformer_block",
@@ -36,6 +37,7 @@ PORTS: dict[str, str] = {
     "MultiheadAttention": "multihead_attention",
     "forward_sequential_layers": "sequential_layers",
     "Identity": "identity",
+    "materialize_kv_from_hidden": "materialize_kv",
 }
 
 
