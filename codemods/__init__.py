@@ -27,6 +27,7 @@ from codemods.layer_calls import LayerCalls
 from codemods.layer_methods import LayerMethods
 from codemods.layer_norm_affine import LayerNormAffine
 from codemods.layers import LayerConstructors
+from codemods.model_outputs import ModelOutputs
 from codemods.module_interface import ModuleInterface
 from codemods.ops import Ops
 from codemods.parameters import Parameters
@@ -56,7 +57,8 @@ ORDER: list[type[Codemod]] = [
     LayerConstructors,  # MV34x: V2 layer calls → V3 keyword calls
     DtypeScopes,  # MV342: a layer V2 built in a dtype of its own (no norm) → its statement under default_dtype
     LayerCalls,  # MV342: calls of layers whose V3 forward takes fewer arguments (signal_buffers go; one Tensor, not a list)
-    LayerMethods,  # MV342: calls of V2 layer methods the V3 class lacks (TODO only)
+    LayerMethods,  # MV342: calls of V2 layer methods the V3 class lacks (their port, or a TODO)
+    ModelOutputs,  # MV342: indexing what an official ModuleV3 text model returns (TODO only)
     Ports,  # MV343: V2 library bases with no V3 class → migrate-v3's V3 port, added to the module
     Containers,  # MV35x: LayerList/Sequential
     Ops,  # MV37x: ops.X → F.X, graph-value APIs

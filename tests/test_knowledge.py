@@ -11,6 +11,7 @@ import importlib
 import inspect
 import pkgutil
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,6 +151,30 @@ def test_v2_library_modules_are_v2_modules_and_no_v3_ones() -> None:
         module, name = qualname.rsplit(".", 1)
         cls = getattr(importlib.import_module(module), name)
         assert issubclass(cls, ModuleV2) and not issubclass(cls, ModuleV3), qualname
+
+
+def test_model_outputs_are_the_official_classes_whose_forward_returns_them() -> None:
+    """``MODEL_OUTPUTS`` is exactly the classes of max's ``*_modulev3`` ports whose ``forward`` is
+    annotated to return ``ModuleV3Outputs`` (found by parsing every port module), and each imports."""
+    import ast
+
+    import max.pipelines.architectures as archs
+
+    from migrate_v3.knowledge.layers import MODEL_OUTPUTS
+
+    root = Path(archs.__file__).parent
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.glob("*_modulev3/**/*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(m, ast.FunctionDef) and m.name == "forward" and m.returns is not None
+                and ast.unparse(m.returns) == "ModuleV3Outputs" for m in node.body
+            ):
+                found.setdefault(".".join(path.relative_to(root).with_suffix("").parts), set()).add(node.name)
+    assert {k: set(v) for k, v in MODEL_OUTPUTS.items()} == found
+    for module, names in MODEL_OUTPUTS.items():
+        loaded = importlib.import_module(f"max.pipelines.architectures.{module}")
+        assert all(hasattr(loaded, name) for name in names), module
 
 
 def test_dropped_load_keywords_are_v2_only() -> None:

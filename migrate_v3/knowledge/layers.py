@@ -610,6 +610,19 @@ V2_ONLY_METHODS: dict[str, dict[str, str]] = {
     },
 }
 
+#: max's official ports whose text models' ``forward`` returns ``ModuleV3Outputs`` (V2's returned a
+#: tuple): module → classes (``tests/test_knowledge.py`` checks them against the installed max)
+MODEL_OUTPUTS: dict[str, frozenset[str]] = {
+    "deepseekV2_modulev3.deepseekV2": frozenset({"DeepseekV2TextModel", "DeepseekV2"}),
+    "deepseekV3_2_modulev3.deepseekV3_2": frozenset({"DeepseekV3_2"}),
+    "deepseekV3_modulev3.deepseekV3": frozenset({"DeepseekV3TextModel", "DeepseekV3"}),
+    "gemma3_modulev3.gemma3": frozenset({"Gemma3TextModel", "Gemma3"}),
+    "gpt_oss_modulev3.gpt_oss": frozenset({"GptOssTextModel", "GptOss"}),
+    "llama3_modulev3.llama3": frozenset({"Llama3TextModel", "Llama3"}),
+    "nemotron_h_modulev3.nemotron_h": frozenset({"NemotronH"}),
+    "olmo2_modulev3.olmo2": frozenset({"Olmo2TextModel", "Olmo2"}),
+}
+
 #: max library classes outside ``max.nn`` that are V2 Modules with no ModuleV3 form in max 26.7 → what
 #: a subclass does instead (``tests/test_knowledge.py`` checks them against the installed max)
 V2_LIBRARY_MODULES: dict[str, str] = {
