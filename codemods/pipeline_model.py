@@ -42,6 +42,7 @@ from codemods.graph_body import METHOD, Dispatch, dispatched, graph_body, insert
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
+from migrate_v3.knowledge.layers import MODEL_MIXINS
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _BASES = {
@@ -588,10 +589,14 @@ class PipelineModels(Codemod):
         return result if isinstance(result, cst.BaseStatement) else stmt
 
     def _model_annotation(self, stmt: cst.BaseStatement, optional: bool | None = None) -> cst.BaseStatement:
-        """``model: Callable[..., Any]`` (``optional``: a tower property, named as it was)."""
-        callable_ = self.state.import_name("collections.abc", "Callable")
+        """``model: Callable[..., Any]`` (``optional``: a tower property, named as it was); ``model: Any``
+        in a class that keeps a max mixin declaring V2's ``model: Model`` (both bases accept it)."""
         any_ = self.state.import_name("typing", "Any")
         name = stmt.name.value if optional is not None and isinstance(stmt, cst.FunctionDef) else "model"
+        bases = self._original_class.bases if self._original_class is not None else ()
+        if optional is None and any(self.qualname(b.value) in MODEL_MIXINS for b in bases):
+            return cst.parse_statement(f"model: {any_}\n").with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
+        callable_ = self.state.import_name("collections.abc", "Callable")
         new = cst.parse_statement(f"{name}: {callable_}[..., {any_}]{' | None' if optional else ''}\n")
         return new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
 

@@ -153,6 +153,38 @@ def test_v2_library_modules_are_v2_modules_and_no_v3_ones() -> None:
         assert issubclass(cls, ModuleV2) and not issubclass(cls, ModuleV3), qualname
 
 
+def test_tensor_generics_default_to_graph_values() -> None:
+    """``TENSOR_GENERICS`` (MV323's annotations in a SequentialDriver adapter): each class of the
+    speculative package has that many type parameters, each defaulting to a graph-value type; and
+    ``Verified``'s second (its logits) does too, its first having no default."""
+    import max.pipelines.speculative as spec
+    from max.graph import BufferValue, TensorValue, Value
+
+    from codemods.spec_drivers import TENSOR_GENERICS
+
+    graph = {TensorValue, BufferValue, Value[Any]}
+    modules = [importlib.import_module(f"max.pipelines.speculative.{m}") for m in ("driver", "spec_input_types")]
+    for name, count in TENSOR_GENERICS.items():
+        cls = next(getattr(m, name) for m in modules if hasattr(m, name))
+        assert len(cls.__parameters__) == count and all(p.__default__ in graph for p in cls.__parameters__), name
+    hidden, logits = spec.spec_target.Verified.__parameters__
+    assert logits.__default__ is TensorValue and not hidden.has_default()
+
+
+def test_model_mixins_declare_v2_models() -> None:
+    """Each ``MODEL_MIXINS`` class declares ``model: Model`` (V2's compiled model), which V3 pipeline
+    bases declare otherwise."""
+    from max.pipelines.lib import ModuleV3PipelineModelWithKVCache
+
+    from migrate_v3.knowledge.layers import MODEL_MIXINS
+
+    v3 = ModuleV3PipelineModelWithKVCache.__annotations__.get("model")
+    assert v3 is not None and "Model" not in v3
+    for qualname in MODEL_MIXINS:
+        module, name = qualname.rsplit(".", 1)
+        assert getattr(importlib.import_module(module), name).__annotations__["model"] == "Model", qualname
+
+
 def test_model_outputs_are_the_official_classes_whose_forward_returns_them() -> None:
     """``MODEL_OUTPUTS`` is exactly the classes of max's ``*_modulev3`` ports whose ``forward`` is
     annotated to return ``ModuleV3Outputs`` (found by parsing every port module), and each imports."""

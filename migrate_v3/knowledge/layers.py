@@ -610,6 +610,10 @@ V2_ONLY_METHODS: dict[str, dict[str, str]] = {
     },
 }
 
+#: max pipeline mixins that declare V2's ``model: Model`` (a pipeline model migrated onto a V3 base
+#: keeps them): its ``model`` is annotated ``Any``, which both bases accept (``tests/test_knowledge.py``)
+MODEL_MIXINS = frozenset({"max.pipelines.lib.pipeline_variants.unified_spec_decode_model._UnifiedSpecDecodeModelMixin"})
+
 #: max's official ports whose text models' ``forward`` returns ``ModuleV3Outputs`` (V2's returned a
 #: tuple): module → classes (``tests/test_knowledge.py`` checks them against the installed max)
 MODEL_OUTPUTS: dict[str, frozenset[str]] = {
