@@ -15,7 +15,10 @@ driver's ``target.*``/``draft.*``. Migrated, the class splits in two:
   ``target`` and ``draft`` (V2's weight names) and builds the driver per trace
   in ``driver()``: compiling traces a copy of the module whose parameters are
   the graph's weights, and the driver must call that copy's layers.
-  ``input_types``, ``decode_inputs`` and ``forward`` go through it.
+  ``input_types``, ``decode_inputs`` and ``forward`` go through it. ``forward``
+  takes what the driver's ``__call__`` does (named inputs), so it carries a TODO:
+  a caller compiling the module with ``input_types()`` decodes the flat inputs
+  first, as the pipeline model's graph body does.
 
 A spec-decode adapter (a class with no base that has the methods of the
 driver's target or proposer protocol, in a file that imports from
@@ -367,6 +370,11 @@ class SpecDrivers(Codemod):
             f"    def decode_inputs(self, *args: {any_}, **kwargs: {any_}) -> {any_}:\n"
             "        return self.driver().decode_inputs(*args, **kwargs)\n\n"
             f"    def forward(self, *args: {any_}, **kwargs: {any_}) -> tuple[{tensor}, ...]:\n"
+            f"        {TODO_PREFIX}MV323 forward takes what {driver}.__call__ takes (tokens, offsets and the rest "
+            "by name), not the flat inputs input_types() declares: a caller compiling this module with those "
+            "decodes them first (decode_inputs) and passes them by name, as the pipeline model's graph body does "
+            "(migrate-v3 moves that body into a <Root>FlatInputs subclass when it rewrites the pipeline model; "
+            "unified_mtp_glm5_2_modulev3 decodes in forward by hand)\n"
             "        return self.driver()(*args, **kwargs)\n"
             + "".join(
                 f"\n    @property\n    def {a}(self) -> {any_}:\n"

@@ -190,6 +190,30 @@ def test_the_v2_roots_declared_types_when_no_v2_graph_was_built() -> None:
     assert types is None and fail is not None and "no input_types()" in fail.error
 
 
+class _Driver:
+    """max's speculative drivers: ``input_types(kv_params=None)`` raises without the cache params."""
+
+    def input_types(self, kv_params: Any = None) -> tuple[Any, ...]:
+        if kv_params is None:
+            raise ValueError("needs kv_params: pass them in or override signature_kv_params")
+        return (_tensor("total_seq_len"),)
+
+
+class _Holder:
+    """migrate-v3's ModuleV3 holder of a driver: forwards ``input_types(*args, **kwargs)``."""
+
+    def input_types(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        return _Driver().input_types(*args, **kwargs)
+
+
+@pytest.mark.parametrize("root", [_Driver(), _Holder()], ids=["optional", "var-positional"])
+def test_the_pipelines_kv_params_go_to_an_input_types_that_takes_them(root: Any) -> None:
+    types, _, fail = archbuild.compile_types_for(root, _built("v3", "kv"), _built("v2"))
+    assert fail is None and types is not None and len(types) == 1, fail
+    types, _, fail = archbuild.compile_types_for(root, _built("v3"), _built("v2"))
+    assert types is None and fail is not None and "needs kv_params" in fail.error
+
+
 @pytest.mark.parametrize("attr", ["input_types", "input_tree"])
 def test_a_declaring_method_that_raises_is_the_reason(attr: str) -> None:
     def broken(self: Any, kv_params: Any) -> Any:

@@ -821,7 +821,7 @@ _DECLARING = ("input_types", "input_tree")
 def declared_types(module: Any, kv: Any, prefer: tuple[Path, ...] = ()
                    ) -> tuple[tuple[Any, ...] | None, str, Failure | None]:
     """The graph input types ``module`` declares (``input_types(kv_params)``, else the leaves of
-    ``input_tree(kv_params)``; ``kv_params`` passed when the method requires an argument), where
+    ``input_tree(kv_params)``; the pipeline's ``kv_params`` passed when the method requires an argument or takes one), where
     from, and how the first method that raised failed."""
     tried: Failure | None = None
     for attr in _DECLARING:
@@ -830,13 +830,21 @@ def declared_types(module: Any, kv: Any, prefer: tuple[Path, ...] = ()
             continue
         label = f"{type(module).__name__}.{attr}()"
         try:
-            params = [p for p in inspect.signature(method).parameters.values()
-                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            types = method(kv) if params else method()
+            types = method(kv) if _takes_kv(method, kv) else method()
             return tuple(_leaves(types)), label, None
         except Exception as exc:  # noqa: BLE001
             tried = tried or failure(label, exc, prefer)
     return None, "", tried
+
+
+def _takes_kv(method: Any, kv: Any) -> bool:
+    """Whether to hand ``method`` the pipeline's ``kv_params``: when it requires an argument, or
+    takes one (``input_types(self, kv_params=None)`` raises without it in max's drivers) and the
+    pipeline has them."""
+    params = [p for p in inspect.signature(method).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return any(p.default is p.empty and p.kind is not p.VAR_POSITIONAL for p in params) or (
+        kv is not None and bool(params))
 
 
 def takes(module: Any, count: int) -> bool:
