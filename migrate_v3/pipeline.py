@@ -150,7 +150,7 @@ def _transform_source(source: str, path: str, ctx: TransformContext) -> Transfor
         selected = select_codemods(source, kind, ctx)
     if not selected:
         return TransformResult(source, False, [], todo_markers(source), kind)
-    with _gc_paused():
+    with gc_paused():
         kinds = _import_hooks(tuple(selected))
         if kinds and not (reference_engine() or ctx.precise_names):
             done = _rewrite_imports(source, ctx, kind, selected, kinds)
@@ -160,8 +160,8 @@ def _transform_source(source: str, path: str, ctx: TransformContext) -> Transfor
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while one file is rewritten.
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while one file is rewritten (or the plan parses a tree).
 
     libcst trees hold no reference cycles, so the collector's passes over the
     hundreds of thousands of nodes a file allocates find nothing (they cost

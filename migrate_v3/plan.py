@@ -20,6 +20,7 @@ from codemods.resolve import statement_blocks
 from migrate_v3.classify import classify_bytes
 from migrate_v3.knowledge.layers import is_module_class
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
+from migrate_v3.pipeline import gc_paused
 
 V3_SUFFIX = "_modulev3"
 #: the exports of a module whose names can't be known statically
@@ -139,8 +140,14 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
 
     A target whose output already exists (and no ``force``) is not written by
     this run: imports of it are checked against what is there, like any
-    existing variant's.
+    existing variant's. The ``ast`` trees of the packages read hold no cycles:
+    the collector is paused while they are built (``pipeline.gc_paused``).
     """
+    with gc_paused():
+        return _plan(paths, out, force)
+
+
+def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
     targets: list[Target] = []
     errors: list[str] = []
     seen: set[Path] = set()
@@ -219,7 +226,9 @@ def plan(paths: list[Path], *, out: Path | None = None, force: bool = False) -> 
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
-        {t.name: _call_keywords(t, parsed) for t in targets}, module_classes(own_bases, own_library),
+        # (only for the targets this run writes: a blocked one is never transformed)
+        {t.name: _call_keywords(t, parsed) for t in targets if force or not t.dest.exists()},
+        module_classes(own_bases, own_library),
     )
 
 

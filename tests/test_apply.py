@@ -465,6 +465,21 @@ def test_a_module_another_file_calls_by_keyword_takes_any_arguments(tmp_path: Pa
     assert "class MLP(Module[[Tensor], Tensor]):" in text
 
 
+def test_plan_reads_keyword_calls_only_of_the_targets_it_writes(tmp_path: Path) -> None:
+    """A target whose output exists (no ``force``) is never transformed: the plan skips its calls
+    (an ``apply`` in place over max's tree, where the ported packages' outputs exist)."""
+    from migrate_v3.plan import plan
+
+    for name in ("new", "ported"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.py").write_text("def run(block):\n    return block(x=1)\n")
+        (tmp_path / name / "block.py").write_text("class Block:\n    def forward(self, x):\n        return x\n")
+    (tmp_path / "ported_modulev3").mkdir()
+    found = plan([tmp_path / "new", tmp_path / "ported"]).call_keywords
+    assert set(found) == {"new"} and found["new"]
+    assert set(plan([tmp_path / "new", tmp_path / "ported"], force=True).call_keywords) == {"new", "ported"}
+
+
 def test_plan_finds_the_package_classes_that_derive_from_a_max_module(tmp_path: Path) -> None:
     """``module_classes``: through the package's own chain of classes (relative imports, a
     package ``__init__``, a class of the same file) to a V2 module or layer; a class of no module
