@@ -8,7 +8,8 @@ compiles two graphs; the V3 multi-graph base calls ``_compile_vision_model`` and
 ``_compile_language_model`` with those same weight dicts. So:
 
 * ``graph_specs`` → the two hooks, each returning its helper's result (the
-  vision hook returns None where the V2 code left the vision graph out);
+  vision hook returns None, and is typed ``| None``, only where the V2 code left
+  the vision graph out under a condition);
 * each helper ``m = Root(...)``, ``m.load_state_dict(state_dict, ...)``,
   ``return GraphSpec(m, name, types, ...)`` → builds ``m`` under ``F.lazy()``,
   moves it to ``self.devices[0]`` and returns ``m.compile(*types,
@@ -149,7 +150,8 @@ def hooks(towers: Towers, callable_: str, any_: str) -> list[cst.BaseStatement]:
     """The two V3 hooks that replace ``graph_specs``."""
     out: list[cst.BaseStatement] = []
     for role, (_, hook) in ROLES.items():
-        optional = " | None" if role == "VISION" else ""
+        # (the base declares ``Callable``: None only where V2 left the tower out under a condition)
+        optional = " | None" if role in towers.conditions else ""
         lines = [f"def {hook}(self, {towers.config}: {any_}, state_dict: dict[str, {any_}]) -> {callable_}[..., {any_}]{optional}:\n"]
         if role in towers.conditions:
             test = towers.conditions[role]
