@@ -306,11 +306,15 @@ def call_keywords(trees: Iterable[ast.Module]) -> frozenset[CallShape]:
                     found.add(shape)
             for name in node._fields:
                 value = getattr(node, name, None)
-                if isinstance(value, ast.AST):
+                if type(value) is list:
+                    stack.extend((v, cls) for v in value if isinstance(v, ast.AST) and type(v) not in _LEAVES)
+                elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
                     stack.append((value, cls))
-                elif type(value) is list:
-                    stack.extend((v, cls) for v in value if isinstance(v, ast.AST))
     return frozenset(found)
+
+
+#: nodes that hold no call: not pushed on ``call_keywords``' stack (most nodes of a tree are these)
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.alias, ast.Pass})
 
 
 def _shape(call: ast.Call, cls: tuple[str, set[str]] | None, top: set[str] | frozenset[str]) -> CallShape | None:
