@@ -346,7 +346,6 @@ class SpecDrivers(Codemod):
         tensor = self.state.import_name("max.experimental.tensor", "Tensor")
         any_ = self.state.import_name("typing", "Any")
         driver = f"{cls.name.value}Driver"
-        arguments = ", ".join(f'"{p}": {p}' for p in plan.params if p not in plan.models.values())
         passed = ", ".join(f"{name}=self.{role}" for role, name in plan.models.items())
         annotations = _annotations(cls)
         lines = [f"{role}: {source(annotations[role])}\n" for role in plan.models if role in annotations]
@@ -387,7 +386,7 @@ class SpecDrivers(Codemod):
         tail = [
             *(cst.parse_statement(f"self.{role} = {name}\n") for role, name in plan.models.items()),
             *after,
-            cst.parse_statement(f"self.driver_arguments: dict[str, {any_}] = {{{arguments}}}\n"),
+            cst.parse_statement(_arguments_dict(plan.params, plan.models.values(), any_)),
         ]
         body = list(template.body.body)
         init = next(s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__")
@@ -403,6 +402,16 @@ class SpecDrivers(Codemod):
             body=template.body.with_changes(body=body),
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
         )
+
+
+def _arguments_dict(params: list[str], models: Collection[str], any_: str) -> str:
+    """``self.driver_arguments = {...}``: the ``__init__`` parameters the driver takes besides the
+    models, one per line when they do not fit on one (a holder's ``__init__`` is indented twice)."""
+    items = [f'"{p}": {p}' for p in params if p not in models]
+    head = f"self.driver_arguments: dict[str, {any_}] = {{"
+    if len(head) + sum(len(i) + 2 for i in items) + 8 <= 100:
+        return f"{head}{', '.join(items)}}}\n"
+    return head + "".join(f"\n    {i}," for i in items) + "\n}\n"
 
 
 def _statements(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
