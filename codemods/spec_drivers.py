@@ -539,7 +539,7 @@ class _TensorGenerics(cst.CSTTransformer):
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
         name = updated.value.value if isinstance(updated.value, cst.Name) else None
-        if name in self.generic and name == "Verified" and len(updated.slice) == 1:
+        if name == "Verified" and name in self.generic and len(updated.slice) == 1:
             return updated.with_changes(slice=[
                 updated.slice[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                 cst.SubscriptElement(cst.Index(cst.Name(self.tensor))),

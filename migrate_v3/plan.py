@@ -183,7 +183,8 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
     for target in targets:
         if target.is_package:
             v3_packages[target.name] = target.dest.name
-    run = {t.name for t in targets if t.is_package and (force or not t.dest.exists())}
+    written = [t for t in targets if force or not t.dest.exists()]  # (a blocked target is never transformed)
+    run = {t.name for t in written if t.is_package}
     exports: dict[str, frozenset[str]] = {}
     attributes: dict[str, frozenset[str]] = {}
     signatures: dict[str, tuple[str, ...]] = {}
@@ -226,8 +227,7 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
     return Plan(
         dependency_order(targets), errors, v3_packages, exports, attributes, reads, signatures, models, frozenset(data),
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
-        # (only for the targets this run writes: a blocked one is never transformed)
-        {t.name: _call_keywords(t, parsed) for t in targets if force or not t.dest.exists()},
+        {t.name: _call_keywords(t, parsed) for t in written},
         module_classes(own_bases, own_library),
     )
 
