@@ -327,6 +327,10 @@ class Ops(Codemod):
             self.rewrote(original, "MV370", f"ops.{op} → F.{op}")
             return _f_attr(op)
         if original.attr.value in ("tensor", "buffer") and id(original) not in self.state.attr_bases and _is_graph_input(original.value):
+            if original.attr.value == "buffer" and isinstance(original.value, cst.Call):
+                # the next graph input read as a buffer: V3 hands it over as a Tensor holding the BufferValue
+                self.rewrote(original, "MV373", f"next(...).buffer → next(...).{K.GRAPH_VALUE}: {K.BUFFER_INPUT}")
+                return updated.with_changes(attr=cst.Name(K.GRAPH_VALUE))
             self.todo("MV373", f".{original.attr.value}: {K.GRAPH_VALUE_ATTRS[original.attr.value]}")
         return updated
 

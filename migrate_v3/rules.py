@@ -122,7 +122,8 @@ RULES: dict[str, Rule] = {
         _r("MV372", "op-without-functional", A, "an op with no F form is wrapped with F.functional(...)",
            "ops.buffer_load(buf)", "F.functional(ops.buffer_load)(buf)"),
         _r("MV373", "graph-value-api", M, "TensorValue-only API (TensorValue(x), .rebind, .tensor, .buffer...); "
-           "x.to(DeviceRef.X()) is rewritten to x.to(DeviceRef.X().to_device())",
+           "x.to(DeviceRef.X()) is rewritten to x.to(DeviceRef.X().to_device()), next(inputs).buffer to "
+           "next(inputs)._graph_value",
            "graph.inputs[0].tensor", "# TODO(migrate-v3): MV373 .tensor: forward() already receives Tensors"),
         # MV38x: graph construction and pipeline models
         _r("MV380", "graph-construction", M, "explicit Graph(...) construction becomes F.lazy() + model.compile()",

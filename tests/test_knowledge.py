@@ -329,3 +329,30 @@ def test_v2_only_methods_are_on_the_v2_layer_and_not_on_its_v3_class() -> None:
         public = {m for m in dir(v2) if not m.startswith("_") and callable(getattr(v2, m, None))} - set(dir(V2Module))
         missing = {m for m in public if not hasattr(v3, m)} - {"shard"}
         assert missing == set(V2_ONLY_METHODS.get(name, {})), name
+
+
+def test_buffer_inputs_reach_forward_as_tensors_holding_buffer_values() -> None:
+    """MV373 rewrites ``next(inputs).buffer`` to ``next(inputs)._graph_value``: a BufferType input of a
+    traced V3 module is a Tensor whose graph value is V2's BufferValue (a TensorType one's is not)."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+    from max.graph import BufferType, BufferValue, DeviceRef, TensorType, TensorValue, ops
+
+    from migrate_v3.knowledge.ops import GRAPH_VALUE
+
+    seen: list[tuple[type, type]] = []
+
+    class Reader(Module[..., Tensor]):
+        def forward(self, x: Tensor, pool: Tensor) -> Tensor:
+            value = getattr(pool, GRAPH_VALUE)
+            seen.append((type(pool), type(value)))
+            return x + Tensor.from_graph_value(ops.buffer_load(value))
+
+    with F.lazy():
+        reader = Reader()
+    cpu = DeviceRef.CPU()
+    reader.trace(TensorType(DType.float32, [4], cpu), BufferType(DType.float32, [4], cpu))
+    assert seen == [(Tensor, BufferValue)]
+    assert not issubclass(BufferValue, TensorValue)
