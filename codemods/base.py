@@ -82,6 +82,8 @@ class TransformContext:
     variant_models: frozenset[str] = frozenset()
     #: ``pkg.module.Class`` → ``__init__`` parameters, same classes as ``class_attributes``
     class_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``pkg.module.Class`` with no ``__init__`` of its own → the class whose ``__init__`` it runs (plan.init_owners)
+    init_owners: dict[str, str] = field(default_factory=dict)
     #: ``class_attributes`` with what each class inherits from the other classes read
     class_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``pkg.module.Class`` of the V2 classes among those that are dataclasses (configs)

@@ -141,6 +141,7 @@ class Dependencies(Codemod):
         self._lost_attributes(package, target, parts[1:], v2_names)
         self._subclassed_ports(package, target, parts[1:], v2_names)
         self._changed_constructors(package, target, parts[1:], v2_names)
+        self._inherited_inits(package, target, parts[1:], v2_names)
         self._changed_calls(package, target, parts[1:], v2_names)
         self._gone_fields(package, target, parts[1:], v2_names)
         # the variant found beside the sibling is the one to use, wherever
@@ -429,6 +430,25 @@ class Dependencies(Codemod):
                     + (f" (it takes no {', '.join(gone)})" if gone else ""),
                 )
 
+    def _inherited_inits(self, package: str, target: str, rest: list[str], node: cst.ImportFrom) -> None:
+        """A class whose V3 variant runs an ``__init__`` that ``_changed_constructors`` cannot compare with
+        V2's (the variant inherits it, or V2's class inherits a library one): a subclass's
+        ``super().__init__()`` passing a keyword that ``__init__`` does not take gets a TODO (``SiblingCalls``)."""
+        ctx = self.state.context
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            v2, v3 = ".".join([package, *rest, name]), ".".join([target, *rest, name])
+            if v3 in ctx.class_signatures and v2 in ctx.class_signatures:
+                continue  # (both their own: _changed_constructors compares them)
+            owner = v3 if v3 in ctx.class_signatures else ctx.init_owners.get(v3)
+            if owner is None or "**" in ctx.class_signatures[owner]:
+                continue
+            changes(self.state).base_inits[_local_name(node, name)] = (owner.rpartition(".")[2], tuple(ctx.class_signatures[owner]))
+
     def _structured_twin(self, target: str, rest: list[str], name: str, v2: tuple[str, ...]) -> str | None:
         """The class of the variant's module that a V2 ``name`` built as a child module becomes, when
         the variant's ``name`` is the flat-input root (its ``forward`` takes ``*`` graph inputs, its
@@ -523,6 +543,9 @@ class SiblingChanges:
     placement_gone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=dict)
     #: RoPE classes whose V3 ``__init__`` also needs ``device`` → its V3 parameters
     rope_device: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: classes whose V3 ``__init__`` (their own or inherited, with no ``**``) could not be compared with
+    #: V2's → (the class defining it, its parameters): what a subclass's ``super().__init__()`` may pass
+    base_inits: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     #: V2 pipeline bases imported as their variant's V3 pipeline model (``SIBLING_RENAMES``) whose
     #: subclasses here define ``graph_specs``: ``PipelineModels`` turns it into ``_instantiate_module``
     renamed_bases: set[str] = field(default_factory=set)
@@ -579,16 +602,26 @@ class SiblingCalls(Codemod):
         self._twin_bases: list[bool] = []
         #: the enclosing classes and functions ("" for a class): where a call builds a child module
         self._scopes: list[str] = []
+        self._base_inits = changed.base_inits
+        #: per enclosing class: its base of ``base_inits``
+        self._init_bases: list[str | None] = []
+        #: per enclosing function: the keys it stores in each dict (``kwargs["x"] = ...``)
+        self._stored_keys: list[dict[str, set[str]]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(node.name.value)
+        in_class = len(self._scopes) >= 2 and self._scopes[-2] == "" and bool(self._init_bases) and self._init_bases[-1]
+        self._stored_keys.append(_stored_keys(node) if in_class and node.name.value == "__init__" else {})
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._scopes.pop()
+        self._stored_keys.pop()
         return updated
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._scopes.append("")
+        self._init_bases.append(next((b.value.value for b in node.bases if isinstance(b.value, cst.Name)
+                                      and b.value.value in self._base_inits), None) if self._base_inits else None)
         fixed = (self._kv_from_config | self._placement_gone.keys() | self._rope_device.keys() | self._fields_gone.keys()
                  | self._ported_fields.keys() | self._v3_fields.keys())
         names = [b.value.value for b in node.bases if isinstance(b.value, cst.Name)] if fixed else []
@@ -608,6 +641,7 @@ class SiblingCalls(Codemod):
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self._scopes.pop()
+        self._init_bases.pop()
         base = self._fixed_bases.pop()
         if self._twin_bases.pop() and base is not None:
             module, twin = self._twins[base]
@@ -640,6 +674,8 @@ class SiblingCalls(Codemod):
 
         The V3 pipeline passes ``construct_kv_params`` of the same config; the config holds it.
         """
+        if self._init_bases and self._init_bases[-1] and self._scopes[-2:] == ["", "__init__"] and _is_super_init(original.func):
+            self._untaken_keywords(updated, self._init_bases[-1])
         if not self._kv_from_config and not self._placement_gone and not self._rope_device and not self._fields_gone:
             return updated
         func = original.func
@@ -689,6 +725,22 @@ class SiblingCalls(Codemod):
                                           cst.Arg(value=value, keyword=cst.Name(_KV),
                                                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                         whitespace_after=cst.SimpleWhitespace("")))])
+
+    def _untaken_keywords(self, call: cst.Call, base: str) -> None:
+        """``super().__init__(..., x=v)`` or ``kwargs["x"] = v; super().__init__(**kwargs)`` where the
+        ``__init__`` the V3 ``base`` runs has no ``x`` (and no ``**``): TypeError at construction."""
+        owner, params = self._base_inits[base]
+        taken = {p.rstrip("=") for p in params}
+        passed = {a.keyword.value for a in call.args if a.keyword is not None}
+        for a in call.args:
+            if a.star == "**" and isinstance(a.value, cst.Name):
+                passed |= self._stored_keys[-1].get(a.value.value, set())
+        untaken = sorted(passed - taken)
+        if untaken:
+            them = "it" if len(untaken) == 1 else "them"
+            self.todo("MV301", f"V3 {base}'s __init__ is {owner}({', '.join(params)}), which takes no "
+                      f"{', '.join(untaken)}: this super().__init__() passes {them}; drop {them}, or set what "
+                      f"{them} set{'s' if them == 'it' else ''} after super().__init__()")
 
     def _partial_of(self, call: cst.Call) -> str | None:
         """``X`` of ``functools.partial(X, ...)`` (a bare name), else None."""
@@ -904,6 +956,26 @@ def _bound_name(alias: cst.ImportAlias) -> str:
 
 def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
     return [] if isinstance(node.names, cst.ImportStar) else [a for a in node.names if isinstance(a.name, cst.Name)]
+
+
+def _stored_keys(func: cst.FunctionDef) -> dict[str, set[str]]:
+    """The string keys ``func`` stores in each dict name: ``d["x"] = v``, ``d.setdefault("x", v)``."""
+    out: dict[str, set[str]] = {}
+    for node in nodes_of(func.body, (cst.Assign, cst.Call)):
+        if isinstance(node, cst.Assign):
+            slots = [t.target for t in node.targets]
+        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "setdefault"
+              and node.args):
+            slots = [cst.Subscript(value=node.func.value, slice=[cst.SubscriptElement(cst.Index(node.args[0].value))])]
+        else:
+            continue
+        for slot in slots:
+            if (isinstance(slot, cst.Subscript) and isinstance(slot.value, cst.Name) and len(slot.slice) == 1
+                    and isinstance(index := slot.slice[0].slice, cst.Index) and isinstance(index.value, cst.SimpleString)):
+                key = index.value.evaluated_value
+                if isinstance(key, str):
+                    out.setdefault(slot.value.value, set()).add(key)
+    return out
 
 
 def _is_super_init(func: cst.BaseExpression) -> bool:

@@ -122,6 +122,7 @@ def _contexts(
         attribute_reads=the_plan.attribute_reads.get(target.name, frozenset()),
         variant_models=the_plan.variant_models.get(target.name, frozenset()),
         class_signatures=the_plan.class_signatures,
+        init_owners=the_plan.init_owners,
         data_classes=the_plan.data_classes,
         class_fields=the_plan.class_fields,
         field_decls=the_plan.field_decls,

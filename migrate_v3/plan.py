@@ -102,6 +102,9 @@ class Plan:
     #: ``pkg.module.Class`` of the targets' classes and those of the siblings read that derive
     #: from a ``max`` module class (V2 or V3), through any chain of package classes
     module_classes: frozenset[str] = frozenset()
+    #: ``pkg.module.Class`` with no ``__init__`` of its own → the class of ``class_signatures`` whose
+    #: ``__init__`` it runs, through a chain of single bases (see ``init_owners``)
+    init_owners: dict[str, str] = field(default_factory=dict)
 
 
 def v3_name(path: Path) -> str:
@@ -191,6 +194,7 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
     calls: dict[str, tuple[str, ...]] = {}
     data: set[str] = set()
     bases: dict[str, list[str]] = {}
+    single: set[str] = set()
     library: dict[str, str] = {}
     decls: dict[str, FieldDecl] = {}
     read: set[Path] = set()
@@ -213,8 +217,9 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
                     attributes.update(found)
                     signatures.update(inits)
                     data |= datas
-                    bases.update(class_bases(known or []))
+                    bases.update(class_bases(known or [], single))
                     library.update(library_bases(known or []))
+        _chase_inits(target.source.parent, read, parsed, signatures, bases, single)
     readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
     reads: dict[str, frozenset[str]] = {}
     models: dict[str, frozenset[str]] = {}
@@ -229,6 +234,7 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
         inherited(attributes, bases), frozenset(neutral), decls, library, calls,
         {t.name: _call_keywords(t, parsed) for t in written},
         module_classes(own_bases, own_library),
+        init_owners(signatures, bases, single),
     )
 
 
@@ -428,11 +434,12 @@ def class_facts(
     return out, inits, data
 
 
-def class_bases(trees: ModuleTrees) -> dict[str, list[str]]:
+def class_bases(trees: ModuleTrees, single: set[str] | None = None) -> dict[str, list[str]]:
     """``pkg.module.Class`` → the keys its bases may have when imported from a sibling module
     (``from ..deepseekV3.model_config import DeepseekV3Config`` or the absolute
     ``max.pipelines.architectures.`` form), both readings of a relative import (the module is a
-    file, or a package's ``__init__``): the one that names no class read is never looked up."""
+    file, or a package's ``__init__``): the one that names no class read is never looked up.
+    ``single`` (when given) gets the classes with exactly one base (and no metaclass keyword)."""
     out: dict[str, list[str]] = {}
     for parts, tree in trees:
         if tree is None:
@@ -458,6 +465,46 @@ def class_bases(trees: ModuleTrees) -> dict[str, list[str]]:
                     if isinstance(base, ast.Name):
                         keys += [".".join([*parts, base.id])] if base.id in local else imported.get(base.id, [])
                 out[".".join([*parts, node.name])] = keys
+                if single is not None and len(node.bases) == 1 and not node.keywords:
+                    single.add(".".join([*parts, node.name]))
+    return out
+
+
+def _chase_inits(
+    parent: Path, read: set[Path], parsed: dict[Path, ast.Module | None],
+    inits: dict[str, tuple[str, ...]], bases: dict[str, list[str]], single: set[str],
+) -> None:
+    """Read the ``__init__``s and bases of the packages (beside the ones read) that a class read
+    with no ``__init__`` of its own derives from, through one base, until none is left: where
+    ``init_owners`` finds the ``__init__`` it runs (glm5_1_modulev3 → deepseekV3_modulev3)."""
+    while True:
+        wanted = {b.partition(".")[0] for key in single if key not in inits for b in bases.get(key, ())}
+        more = [parent / name for name in sorted(wanted) if (parent / name) not in read and (parent / name).is_dir()]
+        if not more:
+            return
+        for package in more:
+            read.add(package)
+            trees = module_trees(package, parsed)
+            inits.update(class_facts(package, trees)[1])
+            for key, keys in class_bases(trees, single).items():
+                bases.setdefault(key, keys)
+
+
+def init_owners(inits: dict[str, tuple[str, ...]], bases: dict[str, list[str]], single: set[str]) -> dict[str, str]:
+    """Each class of ``single`` with no ``__init__`` of its own (not in ``inits``) → the class whose
+    ``__init__`` it runs: its base's, or that base's base's... while each has one base that is a class
+    read (``glm5_1_modulev3``'s ``Glm5_1Model`` → ``deepseekV3_modulev3``'s ``DeepseekV3Model``).
+    A chain that reaches a library class (or two bases) first is left out: its ``__init__`` is not known."""
+    out: dict[str, str] = {}
+    for key in single:
+        owner: str | None = key
+        seen: set[str] = set()
+        while owner is not None and owner not in inits:
+            seen.add(owner)
+            found = [b for b in bases.get(owner, ()) if (b in inits or b in single) and b not in seen]
+            owner = found[0] if len(found) == 1 and owner in single else None
+        if owner is not None and owner != key:
+            out[key] = owner
     return out
 
 

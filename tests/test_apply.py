@@ -505,3 +505,42 @@ def test_plan_finds_the_package_classes_that_derive_from_a_max_module(tmp_path: 
     apply_paths([pkg], jobs=1)
     out = (tmp_path / "draft_modulev3" / "model.py").read_text()
     assert "    def forward(self, x: Tensor) -> Tensor:" in out, out
+
+
+def test_plan_follows_single_bases_to_the_init_a_variant_class_runs(tmp_path: Path) -> None:
+    """``init_owners``: a variant class with no ``__init__`` runs its base's, across variants,
+    while each class has one base; a class with two bases, or a library base, has no known owner.
+    A subclass passing what that ``__init__`` takes not gets the TODO at its ``super().__init__()``."""
+    from migrate_v3.plan import plan
+
+    for name, model in {
+        "deep": "class DeepModel:\n    def __init__(self, config, *, return_hidden_states=None): ...\n",
+        "deep_modulev3": "class DeepModel:\n    def __init__(self, config, *, return_logits=None): ...\n",
+        "glm": "from ..deep.model import DeepModel\nclass GlmModel(DeepModel): pass\n",
+        "glm_modulev3": (
+            "from ..deep_modulev3.model import DeepModel\nfrom max.nn import Mixin\n"
+            "class Mid(DeepModel): pass\nclass GlmModel(Mid): pass\nclass Two(Mixin, DeepModel): pass\n"
+            "class Lib(Mixin): pass\n"
+        ),
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "model.py").write_text(model)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text(
+        "from ..glm.model import GlmModel\n\n\nclass Mtp(GlmModel):\n    def __init__(self, *args, **kwargs):\n"
+        "        kwargs['return_hidden_states'] = 1\n        super().__init__(*args, **kwargs)\n"
+    )
+    the_plan = plan([user])
+    assert the_plan.init_owners == {
+        "glm_modulev3.model.GlmModel": "deep_modulev3.model.DeepModel",
+        "glm_modulev3.model.Mid": "deep_modulev3.model.DeepModel",
+        "glm.model.GlmModel": "deep.model.DeepModel",
+    }
+    out = tmp_path / "out"
+    apply_paths([user], out=out, force=False, diff=False, jobs=1)
+    text = (out / "user_modulev3" / "model.py").read_text()
+    assert ("V3 GlmModel's __init__ is DeepModel(config, return_logits=), which takes no return_hidden_states"
+            in text), text

@@ -621,6 +621,35 @@ def test_a_pipeline_model_that_does_not_build_on_its_own_is_named(tmp_path: Path
     assert "the pipeline model DraftModel does not build on its own" in step.detail and "'norm_method'" in step.detail
 
 
+def test_a_root_the_v3_load_path_stopped_before_building_is_named_at_that_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay of V2's call (with V2's config: the V3 load path built none) fails otherwise than the
+    V3 load path did before it built the root: L2 reports the load path's stop, where a user meets it."""
+    from types import SimpleNamespace
+
+    from migrate_v3.verify import archbuild
+    from migrate_v3.verify.ladder import _Pair
+
+    class Root:
+        pass
+
+    pair = _Pair(SimpleNamespace(pipeline_model=None), None, ("p",), (), tmp_path, "p.x")
+    monkeypatch.setattr(_Pair, "classes3", lambda self, pipeline_model=None: {"Root": Root})
+    replayed = archbuild.Failure("construct Root", "AttributeError: 'V2Config' object has no attribute 'kv'", "/t/r.py:9")
+    monkeypatch.setattr(archbuild, "replay", lambda *args, **kwargs: (None, replayed, ""))
+    built2 = archbuild.Built("v2", "X", roots=[archbuild.Capture(Root(), (), {})])
+    stop = archbuild.Failure("load path", "TypeError: Base.__init__() got an unexpected keyword argument 'r'", "/t/model.py:7")
+    roots = pair.roots(built2, archbuild.Built("v3", "X", failure=stop))
+    assert isinstance(roots, list) and roots[0].failed is not None
+    assert roots[0].failed.where == "/t/model.py:7" and "stopped before building it" in roots[0].failed.detail
+    assert "'V2Config' object has no attribute 'kv'" in roots[0].failed.detail
+    # the same failure both ways, or none on the load path: the replay's own
+    for v3 in (archbuild.Built("v3", "X", failure=replayed), archbuild.Built("v3", "X")):
+        roots = pair.roots(built2, v3)
+        assert isinstance(roots, list) and roots[0].failed is not None and roots[0].failed.where == "/t/r.py:9"
+
+
 def test_a_root_traces_with_the_input_types_it_or_the_child_it_hands_its_inputs_to_declares() -> None:
     from migrate_v3.verify import auto
 

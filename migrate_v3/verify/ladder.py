@@ -866,6 +866,14 @@ class _Pair:
                 side = "v3"
                 if built2.failure is not None and built2.failure.error == fail.error:
                     side = "v2"  # the V2 load path stopped the same way after building this root
+                stop = built3.failure
+                if side == "v3" and stop is not None and not built3.roots and stop.error != fail.error:
+                    # a user's pipeline stops at its load path before it builds this root (and the replay had
+                    # no V3 config to give): that stop is the one to name
+                    out.append(_Root(name, cap2, None, "", Step(
+                        "L2", False, f"{name}: the V3 load path stopped before building it: {stop.line()} "
+                        f"(replaying the V2 call instead: {fail.line()})", stop.where, side)))
+                    continue
                 out.append(_Root(name, cap2, None, "", Step("L2", False, f"{name}: {fail.line()}", fail.where, side)))
                 continue
             out.append(_Root(name, cap2, module3, f"replaying the V2 constructor call with {how}"))
