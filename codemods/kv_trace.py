@@ -487,6 +487,8 @@ class _Bridge(cst.CSTTransformer):
         if updated.attr.value == "buffer":
             self.buffers = True
             return updated.with_changes(attr=cst.Name("_graph_value"))
+        if updated.attr.value == "_graph_value" and source(updated.value).startswith("next("):
+            self.buffers = True  # (MV373 rewrote next(...).buffer already)
         return updated
 
 

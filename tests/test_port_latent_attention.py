@@ -82,3 +82,25 @@ def test_one_device_distributed_ports_have_v2_weights(name: str, extra: dict[str
     with F.lazy():
         v3 = getattr(latent_attention, name)(**_kwargs(32), **extra)
     assert align_keys(sides.v2_signature(v2), sides.v3_signature(v3)).ok
+
+
+def test_one_device_port_takes_per_device_lists_or_the_one_tensor_a_collapsed_caller_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lists in, a list out (V2's call); one value in, one out (a caller whose lists became one
+    Tensor, with some arguments still lists): the single-device forward gets one device's values."""
+    from migrate_v3.knowledge.ports import latent_attention
+
+    seen: list[tuple[Any, ...]] = []
+
+    def forward(self: Any, *args: Any) -> str:
+        seen.append(args)
+        return "out"
+
+    monkeypatch.setattr(latent_attention.LatentAttentionWithRope, "forward", forward)
+    port = object.__new__(latent_attention.DataParallelLatentAttentionWithRope)
+    assert port.forward("i", ["x"], ["s"], ["kv"], ["f"], ["r"], ["m"]) == ["out"]
+    assert port.forward("i", "x", ["s"], ["kv"], "f", ["r"]) == "out"
+    assert seen == [("i", "x", "kv", "f", "r", "m"), ("i", "x", "kv", "f", "r", None)]
+    with pytest.raises(NotImplementedError, match="single-device"):
+        port.forward("i", ["x", "y"], [], [], [], [])

@@ -215,7 +215,9 @@ class LatentAttentionWithRope(Module[..., Tensor]):
 
 
 class _OneDeviceLatentAttention(LatentAttentionWithRope):
-    """The distributed variants' per-device-list call, on one device: lists in, a list out."""
+    """The distributed variants' per-device-list call, on one device: lists in, a list out; or, from a
+    caller whose per-device lists became one Tensor (MV391), that Tensor in and one out (any argument
+    still a list gives its one device's value)."""
 
     def create_mla_prefill_metadata(self, input_row_offsets: Any, kv_collection: Any) -> Any:
         """One metadata per device, as the distributed variants return them."""
@@ -230,11 +232,18 @@ class _OneDeviceLatentAttention(LatentAttentionWithRope):
         freqs_cis: Any,
         input_row_offsets: Any,
         mla_prefill_metadata: Any = None,
-    ) -> list[Tensor]:
-        if len(xs) != 1:
+    ) -> Any:
+        listed = isinstance(xs, list | tuple)
+        if listed and len(xs) != 1:
             raise NotImplementedError(f"the migrate-v3 port of {type(self).__name__} is single-device")
-        meta = mla_prefill_metadata[0] if mla_prefill_metadata else None
-        return [super().forward(layer_idx, xs[0], kv_collections[0], freqs_cis[0], input_row_offsets[0], meta)]
+        meta = _one(mla_prefill_metadata) if mla_prefill_metadata else None
+        out = super().forward(layer_idx, _one(xs), _one(kv_collections), _one(freqs_cis), _one(input_row_offsets), meta)
+        return [out] if listed else out
+
+
+def _one(value: Any) -> Any:
+    """One device's value: the first of a per-device list, else the value itself."""
+    return value[0] if isinstance(value, list | tuple) else value
 
 
 class TensorParallelLatentAttentionWithRope(_OneDeviceLatentAttention):
