@@ -219,7 +219,9 @@ def _plan(paths: list[Path], out: Path | None, force: bool) -> Plan:
                     data |= datas
                     bases.update(class_bases(known or [], single))
                     library.update(library_bases(known or []))
-        _chase_inits(target.source.parent, read, parsed, signatures, bases, single)
+    chased = set(read)
+    for parent in dict.fromkeys(t.source.parent for t in targets):
+        _chase_inits(parent, chased, parsed, signatures, bases, single)
     readers = [t for t in targets if t.is_package and t.depends_on & {p.name[: -len(V3_SUFFIX)] for p in read}]
     reads: dict[str, frozenset[str]] = {}
     models: dict[str, frozenset[str]] = {}
@@ -474,11 +476,13 @@ def _chase_inits(
     parent: Path, read: set[Path], parsed: dict[Path, ast.Module | None],
     inits: dict[str, tuple[str, ...]], bases: dict[str, list[str]], single: set[str],
 ) -> None:
-    """Read the ``__init__``s and bases of the packages (beside the ones read) that a class read
-    with no ``__init__`` of its own derives from, through one base, until none is left: where
-    ``init_owners`` finds the ``__init__`` it runs (glm5_1_modulev3 → deepseekV3_modulev3)."""
+    """Read the ``__init__``s and bases of the variants (beside the ones ``read``, which this adds
+    to: pass a copy) that a class read with no ``__init__`` of its own derives from, through one
+    base, until none is left: where ``init_owners`` finds the ``__init__`` it runs
+    (glm5_1_modulev3 → deepseekV3_modulev3). Nothing else of them is read."""
     while True:
-        wanted = {b.partition(".")[0] for key in single if key not in inits for b in bases.get(key, ())}
+        wanted = {b.partition(".")[0] for key in single if key not in inits for b in bases.get(key, ())
+                  if b.partition(".")[0].endswith(V3_SUFFIX)}
         more = [parent / name for name in sorted(wanted) if (parent / name) not in read and (parent / name).is_dir()]
         if not more:
             return
