@@ -14,7 +14,8 @@ Rules read off the mpnet/olmo2/llama3 pairs (not a copy of one port):
   the ``state_dict`` attribute, go (V3 ``load_model`` threads the state dict);
 * ``model: Model`` / the ``model`` property over ``self._models`` →
   ``model: Callable[..., Any]``; ``self._models = self.load_graphs(session)``
-  → ``self.model = self.load_model()`` (KV bases compile in ``__init__``);
+  → ``self.model = self.load_model()`` (KV bases compile in ``__init__``), and a
+  ``self.model = self._models[<role>]`` after it in the same method goes with it;
 * ``self.model.execute(...)`` → ``self.model(...)`` with a TODO on reading
   ``.driver_tensor``; anything else gets a TODO naming the V3 hook;
 * a two-tower ``graph_specs`` (vision + language) → ``ModuleV3MultiGraphPipelineModelWithKVCache``
@@ -841,6 +842,8 @@ class _MethodRewrite(cst.CSTTransformer):
         self.called = "self.model"
         #: role → attribute of a two-tower model (``self.vision_model``...)
         self.towers = towers or {}
+        #: ``self._models = self.load_graphs(session)`` went (it sets ``self.model`` itself, or the base does)
+        self.loaded = False
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if source(updated.func) == "self.model.execute":
@@ -865,15 +868,24 @@ class _MethodRewrite(cst.CSTTransformer):
                 vision, language = self.towers["VISION"], self.towers["DECODER"]
                 new = cst.parse_statement(f"self.{vision}, self.{language} = self.load_model()\n")
                 return new.with_changes(leading_lines=updated.leading_lines)
+            self.loaded = True
             if self.kv:
                 return cst.RemovalSentinel.REMOVE
             return cst.parse_statement("self.model = self.load_model()\n").with_changes(leading_lines=updated.leading_lines)
+        if self.loaded and _picks_model(original):
+            return cst.RemovalSentinel.REMOVE  # (no self._models now: self.model is the compiled module already)
         if self.executes:
             self.executes = 0
             note = f"{TODO_PREFIX}MV381 {self.called}(...) returns the forward's pytree of Tensors: read .driver_tensor where a Buffer is needed"
             result = attach_todos(updated, [note])
             return result if isinstance(result, cst.SimpleStatementLine) else updated
         return updated
+
+
+def _picks_model(stmt: cst.SimpleStatementLine) -> bool:
+    """``self.model = self._models[<role>]``: V2 picked its model out of the graphs it loaded."""
+    text = source(stmt).strip()
+    return text.startswith("self.model = self._models[") and text.endswith("]") and "\n" not in text
 
 
 def _as_instantiate_module(
