@@ -55,7 +55,7 @@ import libcst as cst
 
 from codemods.args import self_attr, source
 from codemods.base import TODO_PREFIX, Codemod, FileState, attach_todos, nodes_of
-from migrate_v3.knowledge.layers import v2_symbol
+from migrate_v3.knowledge.layers import LAYERS, v2_symbol
 
 _FLAG = "tie_word_embeddings"
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -225,6 +225,37 @@ def _head_property(tie: _Tie, any_name: str) -> list[cst.BaseStatement]:
             for stmt in module.body]
 
 
+class _MaybeNone(cst.CSTTransformer):
+    """``x = Linear(...)`` → ``x: Linear | None = Linear(...)``, the first binding of each name (a tie
+    sets it to None later: a type checker then takes both)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = set(names)
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        return self.depth == 1  # (a nested function's locals are its own)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.depth -= 1
+        return updated
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign | cst.AnnAssign:
+        target = updated.targets[0].target if len(updated.targets) == 1 else None
+        if not (isinstance(target, cst.Name) and target.value in self.names):
+            return updated
+        self.names.discard(target.value)
+        value = updated.value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return updated
+        name = value.func.value
+        spec = LAYERS.get(name)  # (a V2 layer's call becomes its V3 class's later: annotate with that)
+        annotation = cst.parse_expression(f"{spec.v3_name if spec is not None else name} | None")
+        return cst.AnnAssign(target=target, annotation=cst.Annotation(annotation), value=value)
+
+
 class TiedEmbeddings(Codemod):
     PREFIX = "MV363"
 
@@ -241,6 +272,15 @@ class TiedEmbeddings(Codemod):
         #: id of a ``tied_weight=`` head statement / of its call → the tie
         self.tied_statements: dict[int, _Tie] = {}
         self.tied_calls: set[int] = set()
+        #: per enclosing function: the locals a tie set to None (their first binding may be None too)
+        self.nulled: list[set[str]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.nulled.append(set())
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        names = self.nulled.pop()
+        return updated.visit(_MaybeNone(names)) if names else updated  # type: ignore[return-value]
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.ported_base.append(any(v2_symbol(self.qualname(b.value)) == "Transformer" for b in node.bases))
@@ -270,6 +310,8 @@ class TiedEmbeddings(Codemod):
         if head is None:
             return updated
         self.rewrote(original, "MV363", f"tied {head}: no head; the Transformer port uses embed_tokens.weight.T")
+        if self.nulled:
+            self.nulled[-1].add(head)
         new = cst.parse_statement(f"{head} = None  # tied: the V3 Transformer port computes h @ embed_tokens.weight.T\n")
         return new.with_changes(leading_lines=updated.leading_lines)  # type: ignore[return-value]
 
