@@ -435,12 +435,7 @@ class Dependencies(Codemod):
         V2's (the variant inherits it, or V2's class inherits a library one): a subclass's
         ``super().__init__()`` passing a keyword that ``__init__`` does not take gets a TODO (``SiblingCalls``)."""
         ctx = self.state.context
-        if isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            name = alias.name.value
+        for name in _imported_names(node):
             v2, v3 = ".".join([package, *rest, name]), ".".join([target, *rest, name])
             if v3 in ctx.class_signatures and v2 in ctx.class_signatures:
                 continue  # (both their own: _changed_constructors compares them)
@@ -994,17 +989,21 @@ def _lost(has: Collection[str], lacks: Collection[str], reads: Collection[str]) 
 _Fact = TypeVar("_Fact")
 
 
+def _imported_names(node: cst.ImportFrom) -> Iterator[str]:
+    """The plain names ``node`` imports (none for ``*``)."""
+    if isinstance(node.names, cst.ImportStar):
+        return
+    for alias in node.names:
+        if isinstance(alias.name, cst.Name):
+            yield alias.name.value
+
+
 def _class_pairs(
     facts: Mapping[str, _Fact], package: str, target: str, rest: list[str], node: cst.ImportFrom
 ) -> Iterator[tuple[str, _Fact, _Fact]]:
     """(name, V2 fact, V3 fact) for each name ``node`` imports that ``facts`` knows on both sides
     (``package.rest.Name`` and ``target.rest.Name``)."""
-    if isinstance(node.names, cst.ImportStar):
-        return
-    for alias in node.names:
-        if not isinstance(alias.name, cst.Name):
-            continue
-        name = alias.name.value
+    for name in _imported_names(node):
         v2 = facts.get(".".join([package, *rest, name]))
         v3 = facts.get(".".join([target, *rest, name]))
         if v2 is not None and v3 is not None:
