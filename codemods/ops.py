@@ -39,6 +39,9 @@ _SCOPE_HOOKS = (
     "visit_ClassDef", "leave_ClassDef", "visit_FunctionDef", "leave_FunctionDef",
     "visit_For", "visit_ListComp", "visit_SetComp", "visit_GeneratorExp", "visit_DictComp", "leave_Comparison",
 )
+#: hooks that track ``with Graph(...)`` blocks
+_WITH_HOOKS = ("visit_With", "leave_With")
+_GRAPHS = frozenset({"max.graph.Graph", "max.graph.graph.Graph"})
 _TRIGGERS = ("ops", "kernels", *K.GRAPH_FUNCTION_NAMES, ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
              ".device ==", ".device !=",
              *(q.rpartition(".")[2] for q in K.FUNCTIONAL_TWINS))
@@ -62,10 +65,21 @@ class Ops(Codemod):
         self._refs: list[dict[str, bool]] = []
         #: per enclosing function: its parameters annotated as graph values (``x: TensorValue``)
         self._values: list[set[str]] = []
+        #: per enclosing ``with``: does it build a V2 ``Graph`` (its inputs stay graph values)?
+        self._graphs: list[bool] = []
 
     def idle_hooks(self) -> tuple[str, ...]:
-        # only a file that names DeviceRef can annotate a parameter with it
-        return () if "DeviceRef" in self.state.source else _SCOPE_HOOKS
+        # only a file that names DeviceRef can annotate a parameter with it; only one naming Graph builds one
+        source_text = self.state.source
+        return (() if "DeviceRef" in source_text else _SCOPE_HOOKS) + (() if "Graph" in source_text else _WITH_HOOKS)
+
+    def visit_With(self, node: cst.With) -> None:
+        self._graphs.append(any(
+            isinstance(item.item, cst.Call) and self.qualname(item.item.func) in _GRAPHS for item in node.items))
+
+    def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
+        self._graphs.pop()
+        return updated
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) \
@@ -327,7 +341,7 @@ class Ops(Codemod):
             self.rewrote(original, "MV370", f"ops.{op} → F.{op}")
             return _f_attr(op)
         if original.attr.value in ("tensor", "buffer") and id(original) not in self.state.attr_bases and _is_graph_input(original.value):
-            if original.attr.value == "buffer" and isinstance(original.value, cst.Call):
+            if original.attr.value == "buffer" and isinstance(original.value, cst.Call) and not any(self._graphs):
                 # the next graph input read as a buffer: V3 hands it over as a Tensor holding the BufferValue
                 self.rewrote(original, "MV373", f"next(...).buffer → next(...).{K.GRAPH_VALUE}: {K.BUFFER_INPUT}")
                 return updated.with_changes(attr=cst.Name(K.GRAPH_VALUE))
