@@ -45,6 +45,7 @@ import libcst as cst
 from codemods.args import is_docstring, source
 from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, nodes_of, todo_comments
+from migrate_v3.knowledge.ops import GRAPH_VALUE
 
 METHOD = "_build_graph_for_compile"
 #: attributes whose use marks a statement as weight handling
@@ -177,6 +178,8 @@ class _ToForward(cst.CSTTransformer):
             or (isinstance(base, cst.Call) and source(base.func) == "next")
         ):
             return base  # a graph input is a Tensor already
+        if updated.attr.value == "buffer" and isinstance(base, cst.Call) and source(base.func) == "next":
+            return updated.with_changes(attr=cst.Name(GRAPH_VALUE))  # a buffer input: a Tensor holding its BufferValue
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -398,7 +401,7 @@ def _copies(shape: _Shape, kept: list[cst.BaseStatement], method_locals: set[str
 
 #: TODO lines the move makes untrue: a graph input is a Tensor in ``forward``
 _STALE = (
-    f"{TODO_PREFIX}MV373 .tensor", f"{TODO_PREFIX}MV380 ", f"{TODO_PREFIX}MV382 ",
+    f"{TODO_PREFIX}MV373 .tensor", f"{TODO_PREFIX}MV373 .buffer", f"{TODO_PREFIX}MV380 ", f"{TODO_PREFIX}MV382 ",
     f"{TODO_PREFIX}MV384 unflatten_kv_inputs: unflatten KV inputs in the root module's forward()",
 )
 
@@ -408,16 +411,17 @@ def _todo_codes(stmts: list[cst.BaseStatement]) -> set[str]:
 
 
 def _without_stale_todos(stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """``stmt`` without the MV373 ``.tensor`` TODO once no ``.tensor`` is left, nor the Graph/compile
+    """``stmt`` without the MV373 ``.tensor``/``.buffer`` TODO once none is left, nor the Graph/compile
     ones, nor "unflatten in the root's forward" (it is there now)."""
     lines = getattr(stmt, "leading_lines", None)
     if not lines:
         return stmt
-    tensor = any(isinstance(a, cst.Attribute) and a.attr.value == "tensor" for a in nodes_of(stmt, (cst.Attribute,)))
+    attrs = {a.attr.value for a in nodes_of(stmt, (cst.Attribute,)) if isinstance(a, cst.Attribute)}
     keep = [
         line for line in lines
         if line.comment is None or not line.comment.value.startswith(_STALE)
-        or (tensor and line.comment.value.startswith(_STALE[0]))
+        or ("tensor" in attrs and line.comment.value.startswith(_STALE[0]))
+        or ("buffer" in attrs and line.comment.value.startswith(_STALE[1]))
     ]
     return stmt.with_changes(leading_lines=keep) if len(keep) != len(lines) else stmt
 

@@ -27,7 +27,6 @@ import libcst as cst
 
 from codemods.args import as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, nodes_of
-from codemods.graph_body import METHOD, graph_body
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge import symbols as S
 
@@ -66,24 +65,17 @@ class Ops(Codemod):
         self._refs: list[dict[str, bool]] = []
         #: per enclosing function: its parameters annotated as graph values (``x: TensorValue``)
         self._values: list[set[str]] = []
-        #: per enclosing ``with``: does it build a V2 ``Graph`` that stays (its inputs stay graph values)?
+        #: per enclosing ``with``: does it build a V2 ``Graph``? (its inputs are graph values; a graph
+        #: body ``codemods.graph_body`` moves into a ``forward`` reads their Tensors' itself)
         self._graphs: list[bool] = []
-        #: per enclosing function: a pipeline model's graph method whose graph body becomes the
-        #: ``forward`` of a flat-input root (``codemods.graph_body``: its inputs become Tensors)
-        self._moved: list[bool] = []
 
     def idle_hooks(self) -> tuple[str, ...]:
         # only a file that names DeviceRef can annotate a parameter with it; only one naming Graph builds one
         source_text = self.state.source
-        idle = set() if "DeviceRef" in source_text else set(_SCOPE_HOOKS)
-        if "Graph" in source_text:  # (the function hooks tell a graph method whose body moves)
-            idle -= {"visit_FunctionDef", "leave_FunctionDef"}
-        else:
-            idle |= set(_WITH_HOOKS)
-        return tuple(idle)
+        return (() if "DeviceRef" in source_text else _SCOPE_HOOKS) + (() if "Graph" in source_text else _WITH_HOOKS)
 
     def visit_With(self, node: cst.With) -> None:
-        self._graphs.append(not any(self._moved) and any(
+        self._graphs.append(any(
             isinstance(item.item, cst.Call) and self.qualname(item.item.func) in _GRAPHS for item in node.items))
 
     def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
@@ -114,12 +106,10 @@ class Ops(Codemod):
         inherited = {k: v for k, v in self._refs[-1].items() if k.startswith("self.")} if self._refs else {}
         self._refs.append({**inherited, **_device_ref_params(node)})
         self._values.append(_graph_value_params(node))
-        self._moved.append(node.name.value == METHOD and graph_body(node, "Pipeline", set(), "Any") is not None)
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self._refs.pop()
         self._values.pop()
-        self._moved.pop()
         return updated
 
     def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
