@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import libcst as cst
 
@@ -956,20 +956,20 @@ def _aliases(node: cst.ImportFrom) -> list[cst.ImportAlias]:
 def _stored_keys(func: cst.FunctionDef) -> dict[str, set[str]]:
     """The string keys ``func`` stores in each dict name: ``d["x"] = v``, ``d.setdefault("x", v)``."""
     out: dict[str, set[str]] = {}
+
+    def store(holder: cst.BaseExpression, key: cst.BaseExpression) -> None:
+        if isinstance(holder, cst.Name) and isinstance(key, cst.SimpleString) and isinstance(text := key.evaluated_value, str):
+            out.setdefault(holder.value, set()).add(text)
+
     for node in nodes_of(func.body, (cst.Assign, cst.Call)):
         if isinstance(node, cst.Assign):
-            slots = [t.target for t in node.targets]
-        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "setdefault"
-              and node.args):
-            slots = [cst.Subscript(value=node.func.value, slice=[cst.SubscriptElement(cst.Index(node.args[0].value))])]
-        else:
-            continue
-        for slot in slots:
-            if (isinstance(slot, cst.Subscript) and isinstance(slot.value, cst.Name) and len(slot.slice) == 1
-                    and isinstance(index := slot.slice[0].slice, cst.Index) and isinstance(index.value, cst.SimpleString)):
-                key = index.value.evaluated_value
-                if isinstance(key, str):
-                    out.setdefault(slot.value.value, set()).add(key)
+            for t in node.targets:
+                slot = t.target
+                if isinstance(slot, cst.Subscript) and len(slot.slice) == 1 and isinstance(slot.slice[0].slice, cst.Index):
+                    store(slot.value, slot.slice[0].slice.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "setdefault" \
+                and node.args:
+            store(node.func.value, node.args[0].value)
     return out
 
 
@@ -991,11 +991,8 @@ _Fact = TypeVar("_Fact")
 
 def _imported_names(node: cst.ImportFrom) -> Iterator[str]:
     """The plain names ``node`` imports (none for ``*``)."""
-    if isinstance(node.names, cst.ImportStar):
-        return
-    for alias in node.names:
-        if isinstance(alias.name, cst.Name):
-            yield alias.name.value
+    for alias in _aliases(node):
+        yield cast(cst.Name, alias.name).value
 
 
 def _class_pairs(

@@ -29,7 +29,8 @@ import libcst as cst
 from codemods.args import source
 from codemods.base import nodes_of
 
-_GRAPH = ("max.graph.Graph", "max.graph.graph.Graph")
+#: the qualified names of V2 ``Graph``
+GRAPH = ("max.graph.Graph", "max.graph.graph.Graph")
 _TENSOR_TYPE = ("max.graph.TensorType", "max.graph.type.TensorType")
 _DEVICE_REF = ("max.graph.DeviceRef", "max.graph.type.DeviceRef")
 _DTYPE = ("max.dtype.DType", "max.dtype.dtype.DType")
@@ -98,7 +99,7 @@ def plan_module(module: cst.Module, qualname: Qualname) -> GraphPlan:
         ret = _returned(func, builder)
         if ret is not None:
             exported[func.name.value] = ret
-            if func.returns is not None and _mentions(func.returns.annotation, qualname, _GRAPH):
+            if func.returns is not None and _mentions(func.returns.annotation, qualname, GRAPH):
                 plan.returns_compiled.add(id(func))
     for func in functions:
         _match_consumers(func, plan, exported)
@@ -191,7 +192,7 @@ def _method_call(node: cst.BaseExpression | None, method: str) -> tuple[str, cst
 def _graph_with(stmt: cst.BaseStatement, qualname: Qualname) -> tuple[cst.With, cst.Call] | None:
     if isinstance(stmt, cst.With) and len(stmt.items) == 1:
         call = stmt.items[0].item
-        if isinstance(call, cst.Call) and qualname(call.func) in _GRAPH:
+        if isinstance(call, cst.Call) and qualname(call.func) in GRAPH:
             return stmt, call
     return None
 

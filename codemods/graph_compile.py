@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of, prefilters_on
-from codemods.graph_build import Builder, GraphPlan, plan_module
+from codemods.graph_build import GRAPH, Builder, GraphPlan, plan_module
 
 _STATE_DICT = {
     "load_state_dict": "pass weights=state_dict to model.compile() instead",
@@ -103,7 +103,7 @@ class GraphCompile(Codemod):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if id(original) not in self.plan.returns_compiled or updated.returns is None or original.returns is None:
             return updated
-        local = {n.value for n in _names(original.returns) if self.qualname(n) in ("max.graph.Graph", "max.graph.graph.Graph")}
+        local = {n.value for n in _names(original.returns) if self.qualname(n) in GRAPH}
         name = self.state.import_name(_COMPILATION_MODULE, "CompiledCallable")
         annotation = updated.returns.annotation.visit(_Rename(local, name))
         return updated.with_changes(returns=updated.returns.with_changes(annotation=annotation))
@@ -172,7 +172,7 @@ class GraphCompile(Codemod):
             self.todo("MV381", "compiled(...) returns the forward's pytree of Tensors: read .driver_tensor for Buffers")
             return updated
         qual = self.qualname(original.func)
-        if qual in ("max.graph.Graph", "max.graph.graph.Graph"):
+        if qual in GRAPH:
             reason = plan.reasons.get(id(original), "not a `with Graph(...) as g:` block in a function")
             self.todo(
                 "MV380",

@@ -27,6 +27,7 @@ import libcst as cst
 
 from codemods.args import as_keyword, bind, new_keyword, relayout, source
 from codemods.base import Codemod, nodes_of
+from codemods.graph_build import GRAPH
 from migrate_v3.knowledge import ops as K
 from migrate_v3.knowledge import symbols as S
 
@@ -41,7 +42,6 @@ _SCOPE_HOOKS = (
 )
 #: hooks that track ``with Graph(...)`` blocks
 _WITH_HOOKS = ("visit_With", "leave_With")
-_GRAPHS = frozenset({"max.graph.Graph", "max.graph.graph.Graph"})
 _TRIGGERS = ("ops", "kernels", *K.GRAPH_FUNCTION_NAMES, ".rebind(", ".flatten(", ".tensor", ".buffer", "transpose(", ".to(", ".var(", ".stdev(",
              ".device ==", ".device !=",
              *(q.rpartition(".")[2] for q in K.FUNCTIONAL_TWINS))
@@ -76,7 +76,7 @@ class Ops(Codemod):
 
     def visit_With(self, node: cst.With) -> None:
         self._graphs.append(any(
-            isinstance(item.item, cst.Call) and self.qualname(item.item.func) in _GRAPHS for item in node.items))
+            isinstance(item.item, cst.Call) and self.qualname(item.item.func) in GRAPH for item in node.items))
 
     def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
         self._graphs.pop()

@@ -173,12 +173,12 @@ FUNCTIONAL_TWINS = {
 
 #: TensorValue methods that Tensor lacks, and their F form (``x.m(a)`` → ``F.f(x, a)``).
 METHOD_TO_FUNCTION = {"flatten": "flatten", "rebind": "rebind"}
-#: TensorValue-only attributes with no mechanical V3 form (MV373).
 #: The attribute of a V3 Tensor holding its graph value (what V2 code read off a graph input):
 #: the official ports unflatten their KV inputs with ``x._graph_value`` (``llama3_modulev3``).
 GRAPH_VALUE = "_graph_value"
 #: Why ``next(inputs).buffer`` becomes ``next(inputs)._graph_value`` (tests/test_knowledge.py checks it).
 BUFFER_INPUT = "a BufferType graph input reaches forward() as a Tensor whose graph value is the BufferValue"
+#: TensorValue-only attributes with no mechanical V3 form (MV373).
 GRAPH_VALUE_ATTRS = {
     "tensor": "forward() already receives Tensors; drop .tensor",
     "buffer": "forward() receives Tensors; use x._graph_value where a BufferValue is needed",
