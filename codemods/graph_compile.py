@@ -35,6 +35,28 @@ _STATE_DICT = {
     "state_dict": "V3 modules have no state_dict(): compile(weights=...) takes the checkpoint",
     "raw_state_dict": "V3 modules have no raw_state_dict()",
 }
+#: the TODO on a V2 ``GraphSpec(...)`` (``PipelineModels`` drops it where it bridges the spec)
+GRAPH_SPEC_TODO = "MV382 GraphSpec: V3 compiles the module with model.compile()"
+
+
+def state_dict_todo(method: str) -> str:
+    """The TODO (after its prefix) on a call of the V2 module method ``method`` (``state_dict``...)."""
+    return f"MV382 .{method}(): {_STATE_DICT[method]}"
+
+
+#: the port that loads the GraphSpecs of a pipeline ``PipelineModels`` bridges
+BRIDGE = "load_graph_specs"
+
+
+def is_bridged(node: cst.ClassDef) -> bool:
+    """A pipeline class whose ``load_graphs`` compiles its GraphSpecs with ``load_graph_specs``
+    (``PipelineModels._bridged``): its V2 GraphSpecs and base stay by design."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return any(
+        isinstance(s, cst.FunctionDef) and s.name.value == "load_graphs" and BRIDGE in source(s.body) for s in body
+    )
+
+
 _V3_SHAPE = (
     "`with F.lazy(): model = X(...)`; `model.to(device)`; "
     "`compiled = model.compile(*input_types, weights=state_dict)`; `compiled(*inputs)` returns Tensors"
@@ -89,8 +111,9 @@ class GraphCompile(Codemod):
         if not prefilters_on() or ("Graph" in source and self.PLAN_TRIGGER.search(source)):
             self.plan = plan_module(node, self.qualname)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.class_depth += 1
+        return not is_bridged(node)  # (a bridged pipeline's GraphSpecs stay V2 by design)
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.class_depth -= 1
@@ -179,13 +202,13 @@ class GraphCompile(Codemod):
                 f"build under F.lazy() and call model.compile(*input_types, weights=...) (not rewritten: {reason}): {_V3_SHAPE}",
             )
         elif qual is not None and qual.endswith(".GraphSpec") and qual.startswith("max.pipelines"):
-            self.todo("MV382", "GraphSpec: V3 compiles the module with model.compile()")
+            self.todo("MV382", GRAPH_SPEC_TODO.removeprefix("MV382 "))
         elif isinstance(original.func, cst.Attribute):
             method = original.func.attr.value
             if method == "load" and any(a.keyword is not None and a.keyword.value == "weights_registry" for a in original.args):
                 self.todo("MV381", "use compiled = model.compile(*types, weights=state_dict)")
             elif method in _STATE_DICT:
-                self.todo("MV382", f".{method}(): {_STATE_DICT[method]}")
+                self.todo("MV382", state_dict_todo(method).removeprefix("MV382 "))
                 if method == "load_state_dict":
                     return self._drop_alignment(original, updated)
         return updated

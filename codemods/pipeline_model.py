@@ -40,9 +40,11 @@ from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
 from codemods.dependencies import changes
 from codemods.graph_body import METHOD, Dispatch, dispatched, graph_body, insert_subclasses
+from codemods.graph_compile import BRIDGE, GRAPH_SPEC_TODO, is_bridged, state_dict_todo
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
+from codemods.ports import add_port
 from migrate_v3.knowledge.layers import MODEL_MIXINS
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
@@ -187,6 +189,8 @@ class PipelineModels(Codemod):
             }
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        if is_bridged(original):
+            return updated  # (bridged by an earlier run)
         found = self._v2_base(original)
         if found is None and isinstance(updated.body, cst.IndentedBlock):
             new = self._sibling_subclass(original, updated)
@@ -196,6 +200,7 @@ class PipelineModels(Codemod):
         if found is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         index, v2_name = found
+        before = self._snapshot()
         towers = self._towers(list(updated.body.body)) if _BASES[v2_name] == "ModuleV3PipelineModelWithKVCache" else None
         v3_base = _MULTI if towers is not None else _BASES[v2_name]
         v3_name = self.state.import_name(_HOME, v3_base)
@@ -210,6 +215,9 @@ class PipelineModels(Codemod):
         kv = v2_name != "PipelineModel"
         self._original_class = original
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
+        if towers is None and self._specs_stay(updated, body):
+            self._restore(before)
+            return self._bridged(original, updated)
         if v3_base in _KEYWORD_TAIL:
             body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
         if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
@@ -217,6 +225,59 @@ class PipelineModels(Codemod):
             self.rewrote(original, "MV383", "_module_default_dtype: the V3 KV base reads model_config.dtype, which a V2 config need not have")
         new = updated.with_changes(bases=bases, body=updated.body.with_changes(body=body))
         return attach_todos(new, todos)  # type: ignore[return-value]
+
+    def _snapshot(self) -> tuple[int, set[tuple[str, str, str | None]], dict[str, str], dict[str, cst.ClassDef]]:
+        return len(self.state.rewrites), set(self.state.needed_imports), dict(self.state.helpers), dict(self.flat_roots)
+
+    def _restore(self, saved: tuple[int, set[tuple[str, str, str | None]], dict[str, str], dict[str, cst.ClassDef]]) -> None:
+        """Undo what a body rewrite that is not used did (its reports, imports, helpers, root subclasses)."""
+        rewrites, imports, helpers, roots = saved
+        del self.state.rewrites[rewrites:]
+        self.state.needed_imports.intersection_update(imports)
+        self.state.helpers.clear()
+        self.state.helpers.update(helpers)
+        self.flat_roots = roots
+
+    @staticmethod
+    def _specs_stay(updated: cst.ClassDef, body: list[cst.BaseStatement]) -> bool:
+        """The class defines ``graph_specs`` (and no ``load_graphs`` of its own) and the rewrite
+        could not make it ``_instantiate_module``: it keeps V2's loading (``_bridged``)."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        own = list(updated.body.body)
+        return (defines_method(own, "graph_specs") and not defines_method(own, "load_graphs")
+                and not defines_method(body, "_instantiate_module"))
+
+    def _bridged(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A pipeline whose ``graph_specs`` cannot become ``_instantiate_module`` keeps its V2 base and
+        that ``graph_specs``; a ``load_graphs`` of its own builds them under ``F.lazy()`` and the
+        model's ``default_dtype`` and compiles their ModuleV3 modules (``load_graph_specs``, a port:
+        V2 traces a spec's module the V2 way, which a V3 module cannot do) into the engine
+        ``Model``s V2's base and ``execute`` use. max's ``unified_mtp_gemma4_modulev3`` loads so."""
+        assert isinstance(updated.body, cst.IndentedBlock)
+        self.rewritten = True
+        add_port(self.state, BRIDGE)
+        session = self.state.import_name("max.engine", "InferenceSession")
+        model = self.state.import_name("max.engine", "Model")
+        dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
+        self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        load = cst.parse_statement(
+            f"def load_graphs(self, session: {session}) -> dict[str, {model}]:\n"
+            "    state_dict = self._load_state_dict()\n"
+            "    model_config = self._create_model_config(state_dict)\n"
+            f"    with F.lazy(), {dtype}(getattr(model_config, \"dtype\", self.dtype)):\n"
+            "        specs = self.graph_specs(model_config)\n"
+            f"    return {BRIDGE}(session, specs)\n"
+        ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        body: list[cst.BaseStatement] = []
+        for stmt in updated.body.body:
+            if isinstance(stmt, cst.FunctionDef):  # (a root built and loaded in _create_model_config)
+                stmt = self._loaded_modules_built_lazily(stmt).visit(_BridgedSpecs())  # type: ignore[assignment]
+            body.append(stmt)
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "graph_specs":
+                body.append(load)
+        self.rewrote(original, "MV383", "graph_specs kept on the V2 base: load_graphs builds them under F.lazy() and "
+                     "compiles their ModuleV3 modules (load_graph_specs)")
+        return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def _v2_graph_specs(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         """A class left on a V2 pipeline base (a sibling's, not ported) whose ``graph_specs`` still
@@ -880,6 +941,39 @@ class _MethodRewrite(cst.CSTTransformer):
             result = attach_todos(updated, [note])
             return result if isinstance(result, cst.SimpleStatementLine) else updated
         return updated
+
+
+class _BridgedSpecs(cst.CSTTransformer):
+    """In a method of a bridged pipeline (``PipelineModels._bridged``):
+    ``GraphSpec(m, ..., weights=m.state_dict(...))`` loses ``weights=`` (``load_graph_specs``
+    compiles a V3 ``m`` with the values it holds, and V2's GraphSpec defaults to ``m.state_dict()``),
+    and the TODOs the bridge resolves go: the GraphSpec's own, the ``state_dict()`` one whose call
+    went, and ``load_state_dict``'s (V3's puts the values in the module ``load_graph_specs``
+    compiles; a V2 module's loads as it did)."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if not source(updated.func).endswith("GraphSpec") or not updated.args:
+            return updated
+        root = source(updated.args[0].value)
+        args = [a for a in updated.args if not (
+            a.keyword is not None and a.keyword.value == "weights" and isinstance(a.value, cst.Call)
+            and source(a.value.func) == f"{root}.state_dict")]
+        if len(args) == len(updated.args):
+            return updated
+        args[-1] = args[-1].with_changes(comma=updated.args[-1].comma)
+        return updated.with_changes(args=args)
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        code = source(updated.with_changes(leading_lines=[]))
+        resolved = {f"{TODO_PREFIX}{GRAPH_SPEC_TODO}"} if "GraphSpec(" in code else set()
+        if "state_dict(" not in code.replace(".load_state_dict(", ""):
+            resolved.add(f"{TODO_PREFIX}{state_dict_todo('state_dict')}")
+        small = _small(updated)
+        call = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
+            resolved.add(f"{TODO_PREFIX}{state_dict_todo('load_state_dict')}")
+        lines = [line for line in updated.leading_lines if line.comment is None or line.comment.value not in resolved]
+        return updated.with_changes(leading_lines=lines) if len(lines) != len(updated.leading_lines) else updated
 
 
 def _picks_model(stmt: cst.SimpleStatementLine) -> bool:

@@ -38,6 +38,8 @@ PORTS: dict[str, str] = {
     "forward_sequential_layers": "sequential_layers",
     "Identity": "identity",
     "materialize_kv_from_hidden": "materialize_kv",
+    # not a V2 class: what a pipeline that keeps V2's GraphSpecs loads them with (``PipelineModels``)
+    "load_graph_specs": "graph_specs",
 }
 
 
