@@ -217,7 +217,7 @@ class PipelineModels(Codemod):
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
         if towers is None and self._specs_stay(updated, body):
             self._restore(before)
-            return self._bridged(original, updated)
+            return self._bridged(original, updated, binds_ep=v2_name.endswith("WithKVCache"))
         if v3_base in _KEYWORD_TAIL:
             body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
         if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
@@ -247,12 +247,14 @@ class PipelineModels(Codemod):
         return (defines_method(own, "graph_specs") and not defines_method(own, "load_graphs")
                 and not defines_method(body, "_instantiate_module"))
 
-    def _bridged(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+    def _bridged(self, original: cst.ClassDef, updated: cst.ClassDef, binds_ep: bool) -> cst.ClassDef:
         """A pipeline whose ``graph_specs`` cannot become ``_instantiate_module`` keeps its V2 base and
         that ``graph_specs``; a ``load_graphs`` of its own builds them under ``F.lazy()`` and the
         model's ``default_dtype`` and compiles their ModuleV3 modules (``load_graph_specs``, a port:
         V2 traces a spec's module the V2 way, which a V3 module cannot do) into the engine
-        ``Model``s V2's base and ``execute`` use. max's ``unified_mtp_gemma4_modulev3`` loads so."""
+        ``Model``s V2's base and ``execute`` use. max's ``unified_mtp_gemma4_modulev3`` loads so.
+        It does what the V2 base's ``load_graphs`` does besides (a KV base binds the EP comm
+        initializer after loading)."""
         assert isinstance(updated.body, cst.IndentedBlock)
         self.rewritten = True
         add_port(self.state, BRIDGE)
@@ -266,7 +268,8 @@ class PipelineModels(Codemod):
             "    model_config = self._create_model_config(state_dict)\n"
             f"    with F.lazy(), {dtype}(getattr(model_config, \"dtype\", self.dtype)):\n"
             "        specs = self.graph_specs(model_config)\n"
-            f"    return {BRIDGE}(session, specs)\n"
+            + (f"    models = {BRIDGE}(session, specs)\n    self._bind_ep_comm_initializer()\n    return models\n"
+               if binds_ep else f"    return {BRIDGE}(session, specs)\n")
         ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body: list[cst.BaseStatement] = []
         for stmt in updated.body.body:
