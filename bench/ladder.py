@@ -383,7 +383,19 @@ def flagged(where: str, findings: dict[str, set[int]], detail: str = "", package
         said = re.compile(rf"TODO\(migrate-v3\):[^\n]*\b{re.escape(cls)}\([^\n]*\b{re.escape(arg)}\b")
     elif _WEIGHT_NAMES.search(detail):  # MV301 (a subclass of max's port) or MV361/MV362: names may differ
         said = _NAMES_MAY_DIFFER
-    return "TODO" if said is not None and _said(package, said) else ""
+    return "TODO" if said is not None and any(_said(p, said) for p in _packages_of(package, where)) else ""
+
+
+def _packages_of(package: Path, where: str) -> list[Path]:
+    """``package``, and the package of the tree the failing site is in when that is another one
+    (a draft's module failing under its unified pipeline: the note is where the module is)."""
+    site = Path(where.rpartition(":")[0]) if where else None
+    tree = package.parent.resolve()
+    if site is not None and site.is_file():
+        parts = site.resolve().relative_to(tree).parts if site.resolve().is_relative_to(tree) else ()
+        if len(parts) > 1 and parts[0] != package.name:
+            return [package, tree / parts[0]]
+    return [package]
 
 
 def _said(package: Path, said: re.Pattern[str]) -> bool:

@@ -7,15 +7,18 @@ return a ``ModuleV3Outputs`` (``next_token_logits``, ``logits``,
 followed its return modes. Code that indexes the result of calling one (a
 speculative adapter's ``outputs = self.target(...)`` then ``outputs[1]``)
 raises ``TypeError: 'ModuleV3Outputs' object is not subscriptable`` at trace
-time, with nothing in the output saying so. Which field an index meant depends
-on those modes, so the statement that indexes gets a TODO naming the fields. Recognised:
-``self.X(...)`` where ``__init__`` set ``self.X`` to a parameter annotated with
-such a class of a sibling whose variant is the official port, its result
-indexed directly or bound to a name the method indexes.
+time. Which field an index meant depends on those modes, known only when the
+model runs, so the call is bridged: ``outputs_as_v2_tuple(self.X, self.X(...))``
+(a port added to the module) lays the fields out as V2's tuple for the modes
+the model was given. Recognised: ``self.X(...)`` where ``__init__`` set
+``self.X`` to a parameter annotated with such a class of a sibling whose
+variant is the official port, its result indexed directly or bound to a name
+the method only indexes; a name also read otherwise (``outputs.logits``) keeps
+the call as it is, and the statement that indexes gets a TODO naming the fields.
 
     outputs = self.target(tokens, kv, n_logits, offsets)   # target: Llama3
     return Verified(logits=outputs[1], hidden=outputs[3])
-    →  # TODO(migrate-v3): MV342 llama3_modulev3's Llama3 returns ModuleV3Outputs ...
+    →  outputs = outputs_as_v2_tuple(self.target, self.target(tokens, kv, n_logits, offsets))
        return Verified(logits=outputs[1], hidden=outputs[3])
 """
 
@@ -25,7 +28,11 @@ import libcst as cst
 
 from codemods.args import self_attr, small_statement
 from codemods.base import Codemod, FileState, nodes_of
+from codemods.ports import add_port
 from migrate_v3.knowledge.layers import MODEL_OUTPUTS
+
+#: the port that lays a ``ModuleV3Outputs`` out as V2's tuple
+BRIDGE = "outputs_as_v2_tuple"
 
 _CLASSES = frozenset(c for names in MODEL_OUTPUTS.values() for c in names)
 
@@ -43,6 +50,8 @@ class ModelOutputs(Codemod):
         self.held: list[dict[str, str]] = []
         #: ids of (original) statements that index what such a call returned → the class called
         self.flagged: dict[int, str] = {}
+        #: ids of (original) calls whose result is only indexed: bridged
+        self.bridged: set[int] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
@@ -94,18 +103,36 @@ class ModelOutputs(Codemod):
             return
         lines = nodes_of(node.body, (cst.SimpleStatementLine,))
         bound: dict[str, str] = {}  # local → the class whose call it holds
+        calls: dict[str, list[int]] = {}  # local → the calls bound to it
+        targets: set[int] = set()  # the Names those calls are bound to
         for stmt in lines:
             small = small_statement(stmt)
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
                 called = self._called(small.value, held)
                 if called is not None:
-                    bound[small.targets[0].target.value] = called
+                    local = small.targets[0].target.value
+                    bound[local] = called
+                    calls.setdefault(local, []).append(id(small.value))
+                    targets.add(id(small.targets[0].target))
+        indexed: dict[int, str] = {}  # ids of the indexed Names → the statement's id
         for stmt in lines:  # (the statement that indexes: where the trace fails)
             for sub in nodes_of(stmt, (cst.Subscript,)):
                 assert isinstance(sub, cst.Subscript)
-                called = bound.get(sub.value.value) if isinstance(sub.value, cst.Name) else self._called(sub.value, held)
-                if called is not None:
-                    self.flagged[id(stmt)] = called
+                if isinstance(sub.value, cst.Name) and sub.value.value in bound:
+                    indexed[id(sub.value)] = sub.value.value
+                elif self._called(sub.value, held) is not None:
+                    self.bridged.add(id(sub.value))  # (indexed where it is called)
+        other: set[str] = set()  # locals also read otherwise than indexed: left, with the TODO
+        for name in nodes_of(node.body, (cst.Name,)):
+            assert isinstance(name, cst.Name)
+            if name.value in bound and id(name) not in targets and id(name) not in indexed:
+                other.add(name.value)
+        for local in bound.keys() - other:
+            self.bridged.update(calls[local])
+        for stmt in lines:
+            for sub in nodes_of(stmt, (cst.Subscript,)):
+                if isinstance(sub, cst.Subscript) and isinstance(sub.value, cst.Name) and indexed.get(id(sub.value)) in other:
+                    self.flagged[id(stmt)] = bound[sub.value.value]
 
     def _called(self, value: cst.BaseExpression, held: dict[str, str]) -> str | None:
         if isinstance(value, cst.Call):
@@ -116,6 +143,13 @@ class ModelOutputs(Codemod):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         if id(node) in self.flagged:
             self._todo(self.flagged[id(node)])
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if id(original) not in self.bridged:
+            return updated
+        add_port(self.state, BRIDGE)
+        self.rewrote(original, "MV342", f"{BRIDGE}: the ModuleV3Outputs laid out as V2's tuple, which the caller indexes")
+        return cst.Call(func=cst.Name(BRIDGE), args=[cst.Arg(updated.func, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(updated)])
 
     def _todo(self, called: str) -> None:
         self.todo(

@@ -74,6 +74,15 @@ def test_a_missing_attribute_is_flagged_by_a_todo_that_says_it_went_missing(tmp_
     assert ladder.flagged(where, {}, detail, pkg) == "TODO"
     assert ladder.flagged(where, {}, detail.replace("quant_config", "rope_theta"), pkg) == ""
     assert ladder.flagged(where, {}, detail) == ""  # (no package given: the site only)
+    # a failure in another package of the tree (a draft's module under its unified pipeline) is
+    # named by that package's note; a note in a package the failure is not in names nothing
+    unified = tmp_path / "unified"
+    unified.mkdir()
+    assert ladder.flagged(where, {}, detail, unified) == "TODO"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.py").write_text("a = 1\n")
+    assert ladder.flagged(f"{other / 'x.py'}:1", {}, detail, unified) == ""
 
 
 def test_a_constructor_called_the_v2_way_is_flagged_by_a_todo_naming_the_call_and_argument(tmp_path: Path) -> None:

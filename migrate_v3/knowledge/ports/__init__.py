@@ -40,6 +40,8 @@ PORTS: dict[str, str] = {
     "materialize_kv_from_hidden": "materialize_kv",
     # not a V2 class: what a pipeline that keeps V2's GraphSpecs loads them with (``PipelineModels``)
     "load_graph_specs": "graph_specs",
+    # not a V2 class: what a call of max's ModuleV3 text model whose result is indexed is wrapped in
+    "outputs_as_v2_tuple": "model_outputs",
 }
 
 
