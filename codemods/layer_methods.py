@@ -11,6 +11,13 @@ saying what V3 code does instead (``V2_ONLY_METHODS``, checked against max):
 
     layer.self_attn.materialize_kv_from_hidden(layer_idx=i, hidden=h, ...)
     →  materialize_kv_from_hidden(layer.self_attn, layer_idx=i, hidden=h, ...)
+
+The same holds for a V2 ``Transformer`` method a subclass of a sibling's text model calls on
+itself, when the sibling's variant is max's official port, whose text model lacks it
+(``V2_MODEL_METHODS``: an EAGLE draft on Llama3 embeds and fuses its input, then runs the rest):
+
+    return self._process_hidden_states(h, kv_collection, return_n_logits, input_row_offsets)
+    →  return process_hidden_states(self, h, kv_collection, return_n_logits, input_row_offsets)
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import re
 import libcst as cst
 
 from codemods.base import Codemod, FileState
+from codemods.model_outputs import official_text_model
 from codemods.ports import add_port
-from migrate_v3.knowledge.layers import V2_ONLY_METHODS
+from migrate_v3.knowledge.layers import V2_MODEL_METHODS, V2_ONLY_METHODS
 from migrate_v3.knowledge.ports import PORTS
 
 #: method name → the V2 classes that have it
@@ -36,7 +44,7 @@ class LayerMethods(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return any(f".{name}(" in source for name in _OWNERS)
+        return any(f".{name}(" in source for name in (*_OWNERS, *V2_MODEL_METHODS))
 
     def __init__(self, state: FileState) -> None:
         super().__init__(state)
@@ -47,9 +55,21 @@ class LayerMethods(Codemod):
             target.rpartition(".")[2] for target in imported
             if target.startswith("max.nn.") and target.rpartition(".")[2] in V2_ONLY_METHODS
         } if imported is not None else {c for c in V2_ONLY_METHODS if c in state.source}
+        #: per enclosing class: the official module of the text model it subclasses, or None
+        self.bases: list[str | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        found = (official_text_model(self, b.value) for b in node.bases if b.keyword is None)
+        self.bases.append(next((f[0] for f in found if f is not None), None))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.bases.pop()
+        return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = updated.func
+        if isinstance(func, cst.Attribute) and func.attr.value in V2_MODEL_METHODS:
+            return self._model_method(original, updated, func)
         if not isinstance(func, cst.Attribute) or func.attr.value not in _OWNERS:
             return updated
         name = func.attr.value
@@ -66,6 +86,23 @@ class LayerMethods(Codemod):
         layer = cst.Arg(func.value, comma=cst.Comma(whitespace_after=space if isinstance(
             space, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" ")))
         return updated.with_changes(func=cst.Name(name), args=[layer, *updated.args])
+
+    def _model_method(self, original: cst.Call, updated: cst.Call, func: cst.Attribute) -> cst.BaseExpression:
+        """``self.<V2 Transformer method>(...)`` in a subclass of a text model whose official port lacks it."""
+        method = func.attr.value
+        module = self.bases[-1] if self.bases else None
+        if not (isinstance(func.value, cst.Name) and func.value.value == "self") or module not in V2_MODEL_METHODS[method]:
+            return updated
+        if re.search(rf"\bdef {method}\b", self.state.source):
+            return updated  # (the package's own method of that name)
+        port = method.lstrip("_")
+        add_port(self.state, port)
+        self.rewrote(original, "MV342", f"{module}'s text model has no {method}() (V2 Transformer's): migrate-v3's "
+                     f"port, {port}(self, ...), added")
+        space = updated.whitespace_before_args
+        first = cst.Arg(func.value, comma=cst.Comma(whitespace_after=space if isinstance(
+            space, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" ")))
+        return updated.with_changes(func=cst.Name(port), args=[first, *updated.args])
 
 
 __all__ = ["LayerMethods"]

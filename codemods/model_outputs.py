@@ -37,6 +37,32 @@ BRIDGE = "outputs_as_v2_tuple"
 _CLASSES = frozenset(c for names in MODEL_OUTPUTS.values() for c in names)
 
 
+def official_text_model(codemod: Codemod, expr: cst.BaseExpression) -> tuple[str, str] | None:
+    """(variant module, class) when ``expr`` names a sibling's class whose variant here is max's
+    official port and one of its text models (``MODEL_OUTPUTS``): ``("llama3_modulev3.llama3",
+    "Llama3")`` for ``..llama3.llama3.Llama3``; else None."""
+    qualname = codemod.qualname(expr) or ""
+    ctx = codemod.state.context
+    dots = len(qualname) - len(qualname.lstrip("."))
+    if dots:
+        if dots != ctx.package_depth + 2:
+            return None
+        qualname = qualname[dots:]
+    elif qualname.startswith(ctx.architectures_package + "."):
+        qualname = qualname[len(ctx.architectures_package) + 1:]
+    else:
+        return None
+    package, _, rest = qualname.partition(".")
+    module, _, name = rest.rpartition(".")
+    variant = ctx.v3_packages.get(package)
+    if variant is None or not module:
+        return None
+    v3_module = f"{variant}.{module}"
+    if name in MODEL_OUTPUTS.get(v3_module, ()) and name in ctx.v3_exports.get(v3_module, frozenset()):
+        return v3_module, name
+    return None
+
+
 class ModelOutputs(Codemod):
     PREFIX = "MV342"
 
@@ -76,26 +102,8 @@ class ModelOutputs(Codemod):
     def _official(self, annotation: cst.BaseExpression) -> str | None:
         """``"llama3_modulev3's Llama3"`` when ``annotation`` names a sibling's class whose variant
         here is max's official port and returns ``ModuleV3Outputs``; else None."""
-        qualname = self.qualname(annotation) or ""
-        ctx = self.state.context
-        dots = len(qualname) - len(qualname.lstrip("."))
-        if dots:
-            if dots != ctx.package_depth + 2:
-                return None
-            qualname = qualname[dots:]
-        elif qualname.startswith(ctx.architectures_package + "."):
-            qualname = qualname[len(ctx.architectures_package) + 1:]
-        else:
-            return None
-        package, _, rest = qualname.partition(".")
-        module, _, name = rest.rpartition(".")
-        variant = ctx.v3_packages.get(package)
-        if variant is None or not module:
-            return None
-        v3_module = f"{variant}.{module}"
-        if name in MODEL_OUTPUTS.get(v3_module, ()) and name in ctx.v3_exports.get(v3_module, frozenset()):
-            return f"{variant}'s {name}"
-        return None
+        found = official_text_model(self, annotation)
+        return f"{found[0].partition('.')[0]}'s {found[1]}" if found is not None else None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         held = self.held[-1] if self.held else {}

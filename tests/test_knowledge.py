@@ -331,6 +331,23 @@ def test_v2_only_methods_are_on_the_v2_layer_and_not_on_its_v3_class() -> None:
         assert missing == set(V2_ONLY_METHODS.get(name, {})), name
 
 
+def test_v2_model_methods_are_v2_transformer_methods_the_official_text_models_lack() -> None:
+    """``V2_MODEL_METHODS`` (LayerMethods ports a call of one on ``self``): V2's ``Transformer``
+    has each method, and no text model of the listed official modules (``MODEL_OUTPUTS``) does."""
+    from max.nn.transformer import Transformer
+
+    from migrate_v3.knowledge.layers import MODEL_OUTPUTS, V2_MODEL_METHODS
+    from migrate_v3.knowledge.ports import PORTS
+
+    for method, modules in V2_MODEL_METHODS.items():
+        assert callable(getattr(Transformer, method, None)), method
+        assert method.lstrip("_") in PORTS, method
+        for module in modules:
+            loaded = importlib.import_module(f"max.pipelines.architectures.{module}")
+            for name in MODEL_OUTPUTS[module]:
+                assert not hasattr(getattr(loaded, name), method), (module, name, method)
+
+
 def test_buffer_inputs_reach_forward_as_tensors_holding_buffer_values() -> None:
     """MV373 rewrites ``next(inputs).buffer`` to ``next(inputs)._graph_value``: a BufferType input of a
     traced V3 module is a Tensor whose graph value is V2's BufferValue (a TensorType one's is not)."""

@@ -614,6 +614,13 @@ V2_ONLY_METHODS: dict[str, dict[str, str]] = {
 #: keeps them): its ``model`` is annotated ``Any``, which both bases accept (``tests/test_knowledge.py``)
 MODEL_MIXINS = frozenset({"max.pipelines.lib.pipeline_variants.unified_spec_decode_model._UnifiedSpecDecodeModelMixin"})
 
+#: V2 ``Transformer`` methods a subclass calls on itself that max's ModuleV3 text models lack → the
+#: official ports' modules whose text model runs its layers, norm and head as migrate-v3's port of
+#: the method does (``tests/test_port_process_hidden_states.py`` compares it with ``Llama3TextModel``)
+V2_MODEL_METHODS: dict[str, frozenset[str]] = {
+    "_process_hidden_states": frozenset({"llama3_modulev3.llama3"}),
+}
+
 #: max's official ports whose text models' ``forward`` returns ``ModuleV3Outputs`` (V2's returned a
 #: tuple): module → classes (``tests/test_knowledge.py`` checks them against the installed max)
 MODEL_OUTPUTS: dict[str, frozenset[str]] = {

@@ -42,6 +42,8 @@ PORTS: dict[str, str] = {
     "load_graph_specs": "graph_specs",
     # not a V2 class: what a call of max's ModuleV3 text model whose result is indexed is wrapped in
     "outputs_as_v2_tuple": "model_outputs",
+    # V2 Transformer._process_hidden_states, for a subclass of max's ModuleV3 Llama3TextModel
+    "process_hidden_states": "process_hidden_states",
 }
 
 
