@@ -82,10 +82,7 @@ class LayerMethods(Codemod):
         add_port(self.state, name)
         self.rewrote(original, "MV342", f"{owners[0]}.{name}() has no V3 method: migrate-v3's port, "
                      f"{name}(layer, ...), added")
-        space = updated.whitespace_before_args
-        layer = cst.Arg(func.value, comma=cst.Comma(whitespace_after=space if isinstance(
-            space, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" ")))
-        return updated.with_changes(func=cst.Name(name), args=[layer, *updated.args])
+        return _called_on(updated, name, func.value)
 
     def _model_method(self, original: cst.Call, updated: cst.Call, func: cst.Attribute) -> cst.BaseExpression:
         """``self.<V2 Transformer method>(...)`` in a subclass of a text model whose official port lacks it."""
@@ -99,10 +96,15 @@ class LayerMethods(Codemod):
         add_port(self.state, port)
         self.rewrote(original, "MV342", f"{module}'s text model has no {method}() (V2 Transformer's): migrate-v3's "
                      f"port, {port}(self, ...), added")
-        space = updated.whitespace_before_args
-        first = cst.Arg(func.value, comma=cst.Comma(whitespace_after=space if isinstance(
-            space, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" ")))
-        return updated.with_changes(func=cst.Name(port), args=[first, *updated.args])
+        return _called_on(updated, port, func.value)
+
+
+def _called_on(call: cst.Call, function: str, obj: cst.BaseExpression) -> cst.Call:
+    """``obj.m(args)`` → ``function(obj, args)`` (the call's layout kept)."""
+    space = call.whitespace_before_args
+    first = cst.Arg(obj, comma=cst.Comma(whitespace_after=space if isinstance(
+        space, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(" ")))
+    return call.with_changes(func=cst.Name(function), args=[first, *call.args])
 
 
 __all__ = ["LayerMethods"]

@@ -122,7 +122,7 @@ class ModelOutputs(Codemod):
                     bound[local] = called
                     calls.setdefault(local, []).append(id(small.value))
                     targets.add(id(small.targets[0].target))
-        indexed: dict[int, str] = {}  # ids of the indexed Names → the statement's id
+        indexed: dict[int, str] = {}  # ids of the Names indexed → the local they name
         for stmt in lines:  # (the statement that indexes: where the trace fails)
             for sub in nodes_of(stmt, (cst.Subscript,)):
                 assert isinstance(sub, cst.Subscript)
