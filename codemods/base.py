@@ -259,6 +259,12 @@ def todo_comments(node: cst.CSTNode) -> set[str]:
     return {el.comment.value for el in lines if el.comment is not None}
 
 
+def without_comments(stmt: cst.SimpleStatementLine, texts: Collection[str]) -> cst.SimpleStatementLine:
+    """``stmt`` without its leading comment lines whose text is one of ``texts`` (notes a rewrite resolved)."""
+    lines = [line for line in stmt.leading_lines if line.comment is None or line.comment.value not in texts]
+    return stmt.with_changes(leading_lines=lines) if len(lines) != len(stmt.leading_lines) else stmt
+
+
 def attach_todos(node: cst.CSTNode, todos: list[str], also_existing: frozenset[str] = frozenset()) -> cst.CSTNode:
     """Add TODO comment lines before a statement, never twice.
 

@@ -29,23 +29,20 @@ import libcst as cst
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of, prefilters_on
 from codemods.graph_build import GRAPH, Builder, GraphPlan, plan_module
+from migrate_v3.knowledge.ports import LOAD_GRAPH_SPECS
 
 _STATE_DICT = {
     "load_state_dict": "pass weights=state_dict to model.compile() instead",
     "state_dict": "V3 modules have no state_dict(): compile(weights=...) takes the checkpoint",
     "raw_state_dict": "V3 modules have no raw_state_dict()",
 }
-#: the TODO on a V2 ``GraphSpec(...)`` (``PipelineModels`` drops it where it bridges the spec)
-GRAPH_SPEC_TODO = "MV382 GraphSpec: V3 compiles the module with model.compile()"
+#: MV382's note on a V2 ``GraphSpec(...)`` (``PipelineModels`` drops it where it bridges the spec)
+GRAPH_SPEC_TODO = "GraphSpec: V3 compiles the module with model.compile()"
 
 
 def state_dict_todo(method: str) -> str:
-    """The TODO (after its prefix) on a call of the V2 module method ``method`` (``state_dict``...)."""
-    return f"MV382 .{method}(): {_STATE_DICT[method]}"
-
-
-#: the port that loads the GraphSpecs of a pipeline ``PipelineModels`` bridges
-BRIDGE = "load_graph_specs"
+    """MV382's note on a call of the V2 module method ``method`` (``state_dict``...)."""
+    return f".{method}(): {_STATE_DICT[method]}"
 
 
 def is_bridged(node: cst.ClassDef) -> bool:
@@ -53,7 +50,7 @@ def is_bridged(node: cst.ClassDef) -> bool:
     (``PipelineModels._bridged``): its V2 GraphSpecs and base stay by design."""
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     return any(
-        isinstance(s, cst.FunctionDef) and s.name.value == "load_graphs" and BRIDGE in source(s.body) for s in body
+        isinstance(s, cst.FunctionDef) and s.name.value == "load_graphs" and LOAD_GRAPH_SPECS in source(s.body) for s in body
     )
 
 
@@ -202,13 +199,13 @@ class GraphCompile(Codemod):
                 f"build under F.lazy() and call model.compile(*input_types, weights=...) (not rewritten: {reason}): {_V3_SHAPE}",
             )
         elif qual is not None and qual.endswith(".GraphSpec") and qual.startswith("max.pipelines"):
-            self.todo("MV382", GRAPH_SPEC_TODO.removeprefix("MV382 "))
+            self.todo("MV382", GRAPH_SPEC_TODO)
         elif isinstance(original.func, cst.Attribute):
             method = original.func.attr.value
             if method == "load" and any(a.keyword is not None and a.keyword.value == "weights_registry" for a in original.args):
                 self.todo("MV381", "use compiled = model.compile(*types, weights=state_dict)")
             elif method in _STATE_DICT:
-                self.todo("MV382", state_dict_todo(method).removeprefix("MV382 "))
+                self.todo("MV382", state_dict_todo(method))
                 if method == "load_state_dict":
                     return self._drop_alignment(original, updated)
         return updated

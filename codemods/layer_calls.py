@@ -48,6 +48,7 @@ from codemods.base import (
     attach_todos,
     imports_siblings,
     nodes_of,
+    without_comments,
 )
 from migrate_v3.knowledge.layers import CALL_DROPS, CALL_MOVES, CONTAINER_NAMES, v2_symbol
 
@@ -467,5 +468,4 @@ class _Unnote(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        lines = [el for el in updated.leading_lines if el.comment is None or el.comment.value not in self.notes]
-        return updated.with_changes(leading_lines=lines) if len(lines) != len(updated.leading_lines) else updated
+        return without_comments(updated, self.notes)

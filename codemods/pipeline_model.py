@@ -37,15 +37,16 @@ import libcst as cst
 
 from codemods.args import is_docstring, self_attr, source
 from codemods.args import small_statement as _small
-from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of
+from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of, without_comments
 from codemods.dependencies import changes
 from codemods.graph_body import METHOD, Dispatch, dispatched, graph_body, insert_subclasses
-from codemods.graph_compile import BRIDGE, GRAPH_SPEC_TODO, is_bridged, state_dict_todo
+from codemods.graph_compile import GRAPH_SPEC_TODO, is_bridged, state_dict_todo
 from codemods.imports import _IDENT, blank, blanked_code
 from codemods.pipeline_runtime import HOOK, session_init, v3_distributed_runtime
 from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks, models_property
 from codemods.ports import add_port
 from migrate_v3.knowledge.layers import MODEL_MIXINS
+from migrate_v3.knowledge.ports import LOAD_GRAPH_SPECS as BRIDGE
 from migrate_v3.knowledge.symbols import SIBLING_RENAMES
 
 _BASES = {
@@ -968,15 +969,14 @@ class _BridgedSpecs(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
         code = source(updated.with_changes(leading_lines=[]))
-        resolved = {f"{TODO_PREFIX}{GRAPH_SPEC_TODO}"} if "GraphSpec(" in code else set()
+        resolved = {f"{TODO_PREFIX}MV382 {GRAPH_SPEC_TODO}"} if "GraphSpec(" in code else set()
         if "state_dict(" not in code.replace(".load_state_dict(", ""):
-            resolved.add(f"{TODO_PREFIX}{state_dict_todo('state_dict')}")
+            resolved.add(f"{TODO_PREFIX}MV382 {state_dict_todo('state_dict')}")
         small = _small(updated)
         call = small.value if isinstance(small, cst.Expr) else None
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict":
-            resolved.add(f"{TODO_PREFIX}{state_dict_todo('load_state_dict')}")
-        lines = [line for line in updated.leading_lines if line.comment is None or line.comment.value not in resolved]
-        return updated.with_changes(leading_lines=lines) if len(lines) != len(updated.leading_lines) else updated
+            resolved.add(f"{TODO_PREFIX}MV382 {state_dict_todo('load_state_dict')}")
+        return without_comments(updated, resolved)
 
 
 def _picks_model(stmt: cst.SimpleStatementLine) -> bool:

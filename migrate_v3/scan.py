@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from migrate_v3.findings import FIX_LABEL, Finding, Record, finding_of
 from migrate_v3.knowledge import symbols as K
+from migrate_v3.knowledge.ports import LOAD_GRAPH_SPECS as _BRIDGE
 
 #: The version of migrate_v3/_speedups.c this module was written for (its SPEEDUPS_API).
 _SPEEDUPS_API = 1
@@ -1137,8 +1138,6 @@ def _suppressions(text: str, position: _Positions) -> dict[int, frozenset[str] |
     return out
 
 
-#: what ``apply`` leaves V2 on purpose where it bridges V2 GraphSpecs (``PipelineModels._bridged``)
-_BRIDGE = "load_graph_specs"
 #: the V2 names a bridge keeps (MV382 findings whose message is the name)
 _BRIDGED_NAMES = frozenset({"GraphSpec", "compile_graphs", "init_graphs"})
 

@@ -47,6 +47,11 @@ PORTS: dict[str, str] = {
 }
 
 
+#: the port a bridged pipeline loads its V2 GraphSpecs with (``PipelineModels`` adds it; ``check``
+#: does not report the V2 names it keeps in a class that calls it)
+LOAD_GRAPH_SPECS = "load_graph_specs"
+
+
 def port_owner(name: str) -> str:
     """The first V2 class ported by the module that ports ``name``: its code is added once, under that name."""
     return next(n for n, module in PORTS.items() if module == PORTS[name])
