@@ -44,6 +44,7 @@ from migrate_v3.knowledge.layers import (
     LAYERS,
     NO_DATA_ARGS,
     PLACEMENT_ARGS,
+    V2_MODEL_METHODS,
     V3_MODULE_ATTRIBUTES,
     LayerSpec,
     subclass_spec,
@@ -628,7 +629,8 @@ class SiblingCalls(Codemod):
             module, twin = self._twins[base]
             fields = self.state.context.class_fields
             key = f"{module.lstrip('.')}.{twin}"
-            lost = sorted(reads - fields.get(key, frozenset()) - V3_MODULE_ATTRIBUTES) if key in fields else []
+            ported = {m for m, modules in V2_MODEL_METHODS.items() if module.lstrip(".") in modules}  # (LayerMethods)
+            lost = sorted(reads - fields.get(key, frozenset()) - V3_MODULE_ATTRIBUTES - ported) if key in fields else []
             if lost:
                 self.todo("MV301", f"{twin} has no {', '.join(lost)} (V2 {base} had them, from max's V2 Transformer "
                           f"or its own): {node.name.value} reads them; compute them here (V3 layers take their rope "
