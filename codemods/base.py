@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 import libcst as cst
 from libcst import FlattenSentinel, MaybeSentinel, RemovalSentinel
-from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 from codemods import grammar as node_grammar
@@ -333,20 +331,15 @@ _PROBLEM: list[str | None] = []
 def fast_path_problem() -> str | None:
     """Why ``apply`` cannot use its fast path with the installed libcst (None: it can).
 
-    The fast path is the Engine's own traversal, the printing of
-    :func:`render`/:func:`code_for` and the lazy :func:`positions`; without it
-    ``apply`` runs libcst's transformer and ``PositionProvider`` (the
-    reference it is tested against): the same output, slower. ``apply``
+    The fast path is the Engine's own traversal (built from libcst's public
+    node classes, :mod:`codemods.grammar`); without it ``apply`` runs
+    libcst's transformer (the reference it is tested against): the same
+    output, slower. ``apply``
     prints the reason once on stderr and puts it in ``--report``.
     """
     if not _PROBLEM:
         _PROBLEM.append(_find_fast_path_problem())
     return _PROBLEM[0]
-
-
-def _public_only() -> bool:
-    """The fast path was found unusable: print with libcst's public API only."""
-    return bool(_PROBLEM) and _PROBLEM[0] is not None
 
 
 def _find_fast_path_problem() -> str | None:
@@ -356,66 +349,6 @@ def _find_fast_path_problem() -> str | None:
     g = _GRAMMAR[0]
     if isinstance(g, str):
         return f"libcst {libcst_version()}: its node classes could not be read ({g})"
-    problem = _codegen_problem()
-    return None if problem is None else f"libcst {libcst_version()}: {problem}"
-
-
-#: exercises the printing and position rules the fast path reimplements
-_PROBE = """\
-# header
-import os
-from a.b import (c as d,
-    e)
-
-
-@decorator(1)
-class C(Base, metaclass=M):
-    \"\"\"Doc.\"\"\"
-
-    x: int = 1
-
-    @property
-    def f(self, a: int = 2, *args: str, b, **kw) -> None:
-        if a:  # comment
-            return (yield a[1:2, ...])
-        elif b: pass
-        else:
-            with open(x) as f, g: y = [i for i in f if i] + {k: v for k, v in kw}
-        lambda q, *r: q.attr(z=1, *r)
-        for i in range(3):
-            try:
-                del x
-            except (A, B) as e:
-                raise E() from e
-            finally:
-                pass
-        return f"{a!r:>{b}}" \\
-            if a else -a ** 2
-
-
-async def g():
-    async with a: await b
-    x = [*a, *b]; y = {**c}
-"""
-
-
-def _codegen_problem() -> str | None:
-    """Why :func:`render` or :func:`positions` would not give libcst's own result (None: they do)."""
-    try:
-        module = cst.parse_module(_PROBE)
-        if render(module, FileState(context=TransformContext())) != module.code:
-            return "printing differs from Module.code"
-        cls = module.body[2]  # the method, printed alone at its indentation, is its own source text
-        assert isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock)
-        start, end = _PROBE.index("x: int = 1\n") + len("x: int = 1\n"), _PROBE.index("** 2\n") + len("** 2\n")
-        if code_for(module, cls.body.body[-1], "    ") != _PROBE[start:end]:
-            return "printing at an indentation differs from the source"
-        ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        found = positions(module, list(ranges))
-        if any(found.get(id(node)) != (r.start.line, r.start.column) for node, r in ranges.items()):
-            return "positions differ from PositionProvider"
-    except Exception as exc:  # noqa: BLE001 - a changed codegen protocol: reported, never silent
-        return f"printing or positions failed ({type(exc).__name__}: {exc})"
     return None
 
 
@@ -843,41 +776,24 @@ def make_resolver(module: cst.Module, precise: bool) -> Resolver:
 # --- code and positions ---------------------------------------------------------------
 
 
-class PrintState(CodegenState):
-    """libcst's codegen state without its per-node generator context manager.
-
-    ``CodegenState.record_syntactic_position`` (a ``@contextmanager`` that only
-    yields) is entered for most nodes; a shared no-op context manager prints
-    the same tokens ~25% faster.
-    """
-
-    def record_syntactic_position(  # type: ignore[override]
-        self,
-        node: cst.CSTNode,
-        *,
-        start_node: cst.CSTNode | None = None,
-        end_node: cst.CSTNode | None = None,
-    ) -> AbstractContextManager[None]:
-        return _NO_RECORD
-
-
-_NO_RECORD: AbstractContextManager[None] = nullcontext()
-
-
 def code_for(module: cst.Module, node: cst.CSTNode, indent: str = "") -> str:
-    """``module.code_for_node(node)`` (at ``indent`` inside blocks), printed with :class:`PrintState`."""
-    if not indent and _public_only():
+    """``module.code_for_node(node)``; with ``indent``, the statement as printed inside a block at that indentation.
+
+    The indented form prints ``node`` as the body of an ``if _:`` block whose
+    indentation is ``indent`` and drops the block's header line: libcst's
+    public printing, with its own rules for continuation and comment lines.
+    """
+    if not indent:
         return module.code_for_node(node)
-    state = PrintState(default_indent=module.default_indent, default_newline=module.default_newline)
-    if indent:
-        state.increase_indent(indent)
-    node._codegen(state)
-    return "".join(state.tokens)
+    assert isinstance(node, cst.BaseStatement), "only a statement is printed at an indentation"
+    header = "if _:" + module.default_newline
+    code = module.code_for_node(cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[node], indent=indent)))
+    return code[len(header) :]
 
 
 def render(module: cst.Module, state: FileState) -> str:
     """``module.code``, reusing the code of top-level statements already rendered for this file."""
-    if not module.has_trailing_newline or _public_only():
+    if not module.has_trailing_newline:
         return module.code  # libcst drops the last token: keep its exact rule
     if not (module.header or module.body or module.footer):
         return module.default_newline
@@ -886,117 +802,13 @@ def render(module: cst.Module, state: FileState) -> str:
     for node in (*module.header, *module.body, *module.footer):  # (a licence header is printed once too)
         hit = cache.get(id(node))
         if hit is None:
-            hit = cache[id(node)] = (node, code_for(module, node))
+            hit = cache[id(node)] = (node, module.code_for_node(node))
         parts.append(hit[1])
     return "".join(parts)
 
 
-class _AllFound(Exception):
-    pass
-
-
-_NEWLINE_RE = re.compile(r"\r\n?|\n")
-
-
-class _PositionState(PrintState):
-    """libcst's ``PositionProvider`` start positions, for a few wanted nodes only.
-
-    Same rules (a node's syntactic start when it records one, hoisted from
-    ``start_node`` when given, else where its code starts), but the line and
-    column are computed from the tokens only when a wanted node asks. Nodes
-    are keyed by ``id()`` (a CSTNode's ``__hash__`` is a Python call); the
-    caller keeps them alive.
-    """
-
-    def __init__(self, module: cst.Module, wanted: set[int]) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.wanted = wanted
-        self.remaining = len(wanted)
-        self.inclusive: dict[int, tuple[int, int]] = {}
-        self.syntactic: dict[int, tuple[int, int]] = {}
-        self.found: dict[int, tuple[int, int]] = {}
-        self.line, self.column, self.done = 1, 0, 0
-        self.keep: list[cst.CSTNode] = []
-
-    def now(self) -> tuple[int, int]:
-        tokens = self.tokens
-        if self.done < len(tokens):
-            new = tokens[self.done :]
-            self.done = len(tokens)
-            chunk = "".join(new)
-            if "\r" in chunk:
-                for token in new:  # libcst counts newlines token by token
-                    self.advance(token)
-            else:
-                self.advance(chunk)
-        return self.line, self.column
-
-    def advance(self, text: str) -> None:
-        if "\r" in text:
-            segments = _NEWLINE_RE.split(text)
-            if len(segments) > 1:
-                self.line += len(segments) - 1
-                self.column = len(segments[-1])
-            else:
-                self.column += len(text)
-            return
-        newlines = text.count("\n")
-        if newlines:
-            self.line += newlines
-            self.column = len(text) - text.rfind("\n") - 1
-        else:
-            self.column += len(text)
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        if id(node) in self.wanted:
-            self.inclusive[id(node)] = self.now()
-
-    def after_codegen(self, node: cst.CSTNode) -> None:
-        key = id(node)
-        if key in self.wanted and key not in self.found:
-            self.found[key] = self.syntactic.get(key) or self.inclusive[key]
-            self.remaining -= 1
-            if not self.remaining:
-                raise _AllFound
-
-    def record_syntactic_position(  # type: ignore[override]
-        self,
-        node: cst.CSTNode,
-        *,
-        start_node: cst.CSTNode | None = None,
-        end_node: cst.CSTNode | None = None,
-    ) -> AbstractContextManager[None]:
-        key = id(node)
-        if key not in self.wanted:
-            return _NO_RECORD
-        return self._record(key, start_node)
-
-    @contextmanager
-    def _record(self, key: int, start_node: cst.CSTNode | None) -> Iterator[None]:
-        if start_node is not None and id(start_node) not in self.wanted:
-            self.wanted.add(id(start_node))
-            self.keep.append(start_node)
-            self.remaining += 1
-        start = self.now()
-        try:
-            yield
-        finally:
-            if start_node is not None:
-                first = id(start_node)
-                start = self.found.get(first) or self.syntactic.get(first) or self.inclusive[first]
-            self.syntactic[key] = start
-
-
 def positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, tuple[int, int]]:
     """(line, column) where libcst's ``PositionProvider`` starts each of ``nodes``
-    in ``module``, by ``id()`` of the node.
-
-    Nodes that are not in ``module`` are left out. One codegen of ``module``,
-    stopped as soon as every node was found.
-    """
-    state = _PositionState(module, {id(n) for n in nodes})
-    try:
-        module._codegen(state)
-    except _AllFound:
-        pass
-    return state.found
+    in ``module``, by ``id()`` of the node; nodes not in ``module`` are left out."""
+    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {id(n): (ranges[n].start.line, ranges[n].start.column) for n in nodes if n in ranges}

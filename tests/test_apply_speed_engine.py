@@ -71,14 +71,35 @@ def test_every_parsed_node_class_is_in_the_grammar() -> None:
     assert len(seen) > 140
 
 
-def test_a_changed_codegen_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The self-check compares the fast printing and positions with libcst's public API."""
-    assert base._codegen_problem() is None
-    monkeypatch.setattr(base, "positions", lambda module, nodes: {})
-    assert base._codegen_problem() == "positions differ from PositionProvider"
-    monkeypatch.undo()
-    monkeypatch.setattr(base, "render", lambda module, state: module.code + "#")
-    assert base._codegen_problem() == "printing differs from Module.code"
+_INDENTED = """\
+class C(Base):
+    x: int = 1
+
+    # a comment line
+    @property
+    def f(self, a: int = 2, *args: str, b, **kw) -> None:
+        if a:  # comment
+            return (yield a[1:2, ...])
+        elif b: pass
+        s = \"\"\"a string
+that keeps its own lines\"\"\"
+        return f"{a!r:>{b}}" \\
+            if a else -a ** 2
+"""
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t", "  "])
+def test_code_for_at_an_indentation_is_the_source(indent: str) -> None:
+    """A statement printed alone at its block's indentation is its own source text (comments,
+    continuation lines and a multi-line string included), whatever the indentation is."""
+    source = _INDENTED.replace("    ", indent)
+    module = cst.parse_module(source)
+    cls = module.body[0]
+    assert isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock)
+    method = cls.body.body[-1]
+    start = source.index(f"\n{indent}# a comment line")  # (its blank line is its own)
+    assert base.code_for(module, method, indent) == source[start:]
+    assert base.code_for(module, cls.body.body[0], indent) == f"{indent}x: int = 1\n"
 
 
 def test_an_unreadable_grammar_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
