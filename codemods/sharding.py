@@ -12,6 +12,7 @@ module under ``default_device(mesh)``, places its weights (``col_parallel`` /
     self.mlp.sharding_strategy = ShardingStrategy.tensor_parallel(n) → (removed: the module places itself)
     self.mlp_shards = self.mlp.shard(devices)                  → (removed)
     forward_sharded_layers(self.mlp_shards, xs)                →  self.mlp(xs)
+    forward_moe_sharded_layers(self.mlp_shards, xs[, counters, layer_idx]) → self.mlp(xs)
     [s(x[i], kv[i]) for i, s in enumerate(self.attn_shards)]   →  self.attn(x, kv)
     [a[i] + b[i] for i in range(len(b))]                       →  a + b
     self.allreduce(xs, signal_buffers)       →  F.transfer_to(xs, DeviceMapping.replicated(xs.mesh))
@@ -71,6 +72,29 @@ _REPLICATED_IMPORTS = {
     ("max.experimental", "functional", "F"),
     ("max.experimental.sharding", "DeviceMapping", None),
 }
+
+
+#: ``forward_moe_sharded_layers``'s expert-parallel arguments, by position after (shards, xs)
+_EP_ARGS = ("eplb_counter_buffers", "layer_idx_per_device")
+
+
+def _sharded_layers_call(qual: str | None, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression, list[str]] | None:
+    """``forward_sharded_layers(m, xs)`` or ``forward_moe_sharded_layers(m, xs[, counters, layer_idx])``:
+    the module and input expressions and the expert-parallel arguments passed (not ``None``), or None."""
+    if qual is None or any(a.star for a in call.args):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if qual.endswith(".forward_sharded_layers"):
+        return (positional[0], positional[1], []) if len(positional) == 2 and not keywords else None
+    if not qual.endswith(".forward_moe_sharded_layers") or len(positional) < 2:
+        return None
+    extra = dict(zip(_EP_ARGS, positional[2:], strict=False))
+    if len(positional) > 2 + len(_EP_ARGS) or set(keywords) - set(_EP_ARGS) or set(extra) & set(keywords):
+        return None
+    extra.update(keywords)
+    passed = [name for name, value in extra.items() if not (isinstance(value, cst.Name) and value.value == "None")]
+    return positional[0], positional[1], passed
 
 
 def _expr(code: str) -> cst.BaseExpression:
@@ -528,12 +552,11 @@ class Sharding(Codemod):
         gathered = self._allgather(original, updated, qual)
         if gathered is not None:
             return gathered
-        if qual is not None and qual.endswith(".forward_sharded_layers") and len(updated.args) == 2 and not any(
-            a.keyword or a.star for a in updated.args
-        ):
-            self.rewrote(original, "MV391", "forward_sharded_layers(m, x): V3 calls the one module m(x)")
-            self._distributed.add(id(original))
-            return cst.Call(func=updated.args[0].value, args=[cst.Arg(value=updated.args[1].value)])
+        sharded = _sharded_layers_call(qual, updated)
+        if sharded is not None:
+            module, x, ep = sharded
+            self._ran_sharded(original, qual or "", ep, "V3 calls the one module m(x)")
+            return cst.Call(func=module, args=[cst.Arg(value=x)])
         name = qual.rsplit(".", 1)[1] if qual and "." in qual else None
         if name in _COLLECTIVE_CLASSES and qual is not None and qual.startswith("max.nn"):
             self.todo("MV391", f"{name}: {_COLLECTIVE_CLASSES[name]}")
@@ -545,6 +568,18 @@ class Sharding(Codemod):
         elif isinstance(original.func, cst.Attribute) and original.func.attr.value == "shard":
             self.todo("MV390", ".shard(devices): V3 has no per-device module lists; use placements")
         return updated
+
+    def _ran_sharded(self, original: cst.Call, qual: str, ep: list[str], what: str) -> None:
+        """Says what a ``forward_(moe_)sharded_layers`` call became; the expert-parallel
+        arguments it passed get a TODO (V3's MoE has no expert parallelism)."""
+        name = qual.rsplit(".", 1)[-1]
+        self.rewrote(original, "MV391", f"{name}(m, x): {what}")
+        self._distributed.add(id(original))
+        if ep:
+            self.todo("MV391", f"{name} also passed {', '.join(ep)}: V2 ran its expert-parallel path "
+                      "(dispatch, local experts, combine) when the MoE had an EP batch manager; V3's MoE has no "
+                      "expert parallelism and runs every expert where the Tensor is (the same result): drop them "
+                      "or keep EP in V2")
 
     def _allgather(self, original: cst.Call, updated: cst.Call, qual: str | None) -> cst.BaseExpression | None:
         """``ops.allgather(xs, signal_buffers[, axis=a])`` of a per-device list this rule made one
@@ -593,12 +628,12 @@ class Sharding(Codemod):
             rewritten = self._onto_mesh(original, updated, qual, mesh)
             if rewritten is not None:
                 return rewritten
-        if qual.endswith(".forward_sharded_layers") and len(updated.args) == 2:
-            module = self._alias(cls, original.args[0].value)
-            if module is not None:
-                self.rewrote(original, "MV391", f"forward_sharded_layers: self.{module} runs on the distributed Tensor")
-                self._distributed.add(id(original))
-                return cst.Call(func=_expr(f"self.{module}"), args=[cst.Arg(value=updated.args[1].value)])
+        sharded = _sharded_layers_call(qual, original)
+        if sharded is not None and (module := self._alias(cls, sharded[0])) is not None:
+            self._ran_sharded(original, qual, sharded[2], f"self.{module} runs on the distributed Tensor")
+            now = _sharded_layers_call(qual, updated)  # (the input as rewritten below this call)
+            assert now is not None
+            return cst.Call(func=_expr(f"self.{module}"), args=[cst.Arg(value=now[1])])
         if (dotted(original.func) or "") not in _LIST_BUILTINS and any(
             self._alias(cls, a.value) is not None for a in original.args
         ):

@@ -211,6 +211,10 @@ def _stopped(result: ArchResult, why: str) -> None:
     result.steps[failed:] = [Step(step.rung, False, detail, step.where, "setup")]
 
 
+#: the first pass's verdict on a pipeline model of a kind the ladder does not build (diffusion, ...)
+_CANNOT_BUILD = "the ladder cannot build this pipeline model"
+
+
 def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
            prefer: tuple[Path, ...], work: Path | None, l5: bool = False) -> None:
     if not (root / parent / arch / "arch.py").is_file():
@@ -240,6 +244,12 @@ def _climb(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str,
             ckpt = archbuild.tiny_checkpoint(entry2.name, arch, Path(tmp) / "ckpt", root / parent / arch)
         except Exception as exc:  # noqa: BLE001
             f = archbuild.failure("tiny config", exc)
+            if _package_classes(root, parent, arch, v2_prefix):
+                result.config_notes.append(f"no tiny config for its pipeline model ({f.error}): the package's "
+                                           "own root classes are climbed")
+                _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5,
+                             f"no tiny config for the pipeline model: {f.error}")
+                return
             result.steps.append(Step("L2", False, f"no tiny config: {f.error}", side="setup"))
             return
         result.model_type = ckpt.model_type
@@ -273,7 +283,8 @@ def _on_checkpoint(result: ArchResult, ckpt: archbuild.Checkpoint, entry2: Any, 
         # own model is what another pipeline builds, so its root classes are climbed
         result.config_notes.append(f"its pipeline model builds no module of {arch} (a placeholder for "
                                    "the registry): the package's own root classes are climbed")
-        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5)
+        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5,
+                     f"its pipeline model builds no module of {arch}: L6 is the pipeline's that builds them")
         return None
     if pair.filled:
         result.config_notes.append("fields the V2 load path stopped on for want of, added: "
@@ -288,6 +299,11 @@ def _on_checkpoint(result: ArchResult, ckpt: archbuild.Checkpoint, entry2: Any, 
                                    "subclasses set, given: "
                                    + ", ".join(f"{k}={v!r}" for k, v in first2.defaults.items()))
     roots = pair.roots(first2, first3)
+    if (isinstance(roots, Step) and roots.detail.startswith(_CANNOT_BUILD)
+            and _package_classes(root, parent, arch, v2_prefix)):
+        result.config_notes.append(f"{roots.detail}: the package's own root classes are climbed")
+        _climb_roots(result, root, parent, arch, v3_name, v2_prefix, prefer, l5, roots.detail)
+        return None
     if isinstance(roots, Step):  # the first pass already says why
         result.steps += [roots, _l6(first3)]
         return None
@@ -402,7 +418,7 @@ def _placeholder(built: archbuild.Built, own: str) -> bool:
 
 
 def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name: str, v2_prefix: str,
-                 prefer: tuple[Path, ...], l5: bool = False) -> None:
+                 prefer: tuple[Path, ...], l5: bool = False, no_pipeline: str = "no arch.py: no pipeline model") -> None:
     """A package without ``arch.py``: its root classes, built as ``verify`` builds them.
 
     The roots are the V2 classes no other class of the package builds or
@@ -427,7 +443,7 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
     ctx = BuildContext(sides.dtype_of("float32"), target.ref)
     configs = auto.TinyConfigs((arch,), {"dtype": ctx.dtype, "device": ctx.device, "devices": [ctx.device]},
                                root / parent / arch)
-    result.probed = "package roots (no arch.py)"
+    result.probed = "package roots" + (" (no arch.py)" if no_pipeline.startswith("no arch.py") else "")
     for name in roots:
         result.roots.append(name)
         made = auto.auto_case(v2_classes[name], v3_classes[name], None, configs) if name in v3_classes else (
@@ -463,7 +479,7 @@ def _climb_roots(result: ArchResult, root: Path, parent: str, arch: str, v3_name
             # (compiled anew, not the instance traced: a module may keep a value staged in that graph)
             fresh = sides.build_v3(made, v3_classes[name], target, "float32")
             result.steps.append(_l5_root(name, v2, fresh, used, target, prefer))
-    result.steps.append(Step("L6", False, "no arch.py: no pipeline model", side="setup"))
+    result.steps.append(Step("L6", False, no_pipeline, side="setup"))
 
 
 def _l5_root(name: str, v2: Any, v3: Any, types: list[Any], target: Any, prefer: tuple[Path, ...]) -> Step:
@@ -817,7 +833,7 @@ class _Pair:
             where = built2.failure.where if built2.failure else ""
             if Path(where.rpartition(":")[0]) == Path(archbuild.__file__):
                 # the ladder's own call failed (a pipeline model of another kind: diffusion, ...)
-                return Step("L2", False, f"the ladder cannot build this pipeline model: {why}", where, "setup")
+                return Step("L2", False, f"{_CANNOT_BUILD}: {why}", where, "setup")
             incomplete = re.search(r"'(\w+)' object has no attribute '(\w+)'", why)
             if incomplete and incomplete.group(1) == getattr(self.entry2.pipeline_model, "__name__", ""):
                 why = (f"the pipeline model {incomplete.group(1)} does not build on its own: its load path reads "
