@@ -47,7 +47,7 @@ from codemods.pipeline_towers import Towers, compile_helper, find_towers, hooks,
 from codemods.ports import add_port
 from migrate_v3.knowledge.layers import MODEL_MIXINS
 from migrate_v3.knowledge.ports import LOAD_GRAPH_SPECS as BRIDGE
-from migrate_v3.knowledge.symbols import SIBLING_RENAMES
+from migrate_v3.knowledge.symbols import SIBLING_LOAD_STEPS, SIBLING_RENAMES
 
 _BASES = {
     "PipelineModel": "ModuleV3PipelineModel",
@@ -132,7 +132,8 @@ class PipelineModels(Codemod):
 
     @classmethod
     def applies(cls, source: str) -> bool:
-        return "PipelineModel" in source or METHOD in source or any(base in source for base in _SIBLING_BASES)
+        return ("PipelineModel" in source or METHOD in source or "GraphSpec" in source
+                or any(base in source for base in _SIBLING_BASES))
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -218,7 +219,8 @@ class PipelineModels(Codemod):
         body, todos = self._rewrite_body(list(updated.body.body), kv, towers)
         if towers is None and self._specs_stay(updated, body):
             self._restore(before)
-            return self._bridged(original, updated, binds_ep=v2_name.endswith("WithKVCache"))
+            after = ("self._bind_ep_comm_initializer()",) if v2_name.endswith("WithKVCache") else ()
+            return self._bridged(original, updated, (), after)
         if v3_base in _KEYWORD_TAIL:
             body = [self._keyword_tail(s, _KEYWORD_TAIL[v3_base], original) for s in body]
         if v3_base == "ModuleV3PipelineModelWithKVCache" and not defines_method(body, "_module_default_dtype"):
@@ -248,14 +250,15 @@ class PipelineModels(Codemod):
         return (defines_method(own, "graph_specs") and not defines_method(own, "load_graphs")
                 and not defines_method(body, "_instantiate_module"))
 
-    def _bridged(self, original: cst.ClassDef, updated: cst.ClassDef, binds_ep: bool) -> cst.ClassDef:
+    def _bridged(self, original: cst.ClassDef, updated: cst.ClassDef, before: tuple[str, ...],
+                 after: tuple[str, ...]) -> cst.ClassDef:
         """A pipeline whose ``graph_specs`` cannot become ``_instantiate_module`` keeps its V2 base and
         that ``graph_specs``; a ``load_graphs`` of its own builds them under ``F.lazy()`` and the
         model's ``default_dtype`` and compiles their ModuleV3 modules (``load_graph_specs``, a port:
         V2 traces a spec's module the V2 way, which a V3 module cannot do) into the engine
         ``Model``s V2's base and ``execute`` use. max's ``unified_mtp_gemma4_modulev3`` loads so.
-        It does what the V2 base's ``load_graphs`` does besides (a KV base binds the EP comm
-        initializer after loading)."""
+        It does what the V2 base's ``load_graphs`` does ``before`` and ``after`` compiling (a KV
+        base binds the EP comm initializer after loading; a sibling's base, ``SIBLING_LOAD_STEPS``)."""
         assert isinstance(updated.body, cst.IndentedBlock)
         self.rewritten = True
         add_port(self.state, BRIDGE)
@@ -263,14 +266,17 @@ class PipelineModels(Codemod):
         model = self.state.import_name("max.engine", "Model")
         dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
+        names = {"GraphRole": self.state.import_name("max.pipelines.lib.graph_specs", "GraphRole")} if any(
+            "{GraphRole}" in step for step in (*before, *after)) else {}
         load = cst.parse_statement(
             f"def load_graphs(self, session: {session}) -> dict[str, {model}]:\n"
             "    state_dict = self._load_state_dict()\n"
             "    model_config = self._create_model_config(state_dict)\n"
-            f"    with F.lazy(), {dtype}(getattr(model_config, \"dtype\", self.dtype)):\n"
+            + "".join(f"    {step.format(**names)}\n" for step in before)
+            + f"    with F.lazy(), {dtype}(getattr(model_config, \"dtype\", self.dtype)):\n"
             "        specs = self.graph_specs(model_config)\n"
-            + (f"    models = {BRIDGE}(session, specs)\n    self._bind_ep_comm_initializer()\n    return models\n"
-               if binds_ep else f"    return {BRIDGE}(session, specs)\n")
+            + (f"    models = {BRIDGE}(session, specs)\n" + "".join(f"    {step.format(**names)}\n" for step in after)
+               + "    return models\n" if after else f"    return {BRIDGE}(session, specs)\n")
         ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body: list[cst.BaseStatement] = []
         for stmt in updated.body.body:
@@ -292,6 +298,10 @@ class PipelineModels(Codemod):
         assert isinstance(updated.body, cst.IndentedBlock)
         if not any(self._v2_pipeline_base(b.value) for b in original.bases):  # (names resolve on original nodes)
             return updated
+        steps = next((SIBLING_LOAD_STEPS[k] for b in original.bases if (k := self._sibling_base_key(b.value))
+                      in SIBLING_LOAD_STEPS), None)
+        if steps is not None and self._specs_stay(updated, []):
+            return self._bridged(original, updated, *steps)
         body = list(updated.body.body)
         for at, func in enumerate(body):
             if not (isinstance(func, cst.FunctionDef) and func.name.value == "graph_specs"
@@ -351,6 +361,12 @@ class PipelineModels(Codemod):
                          "and the model's default_dtype, as the V3 base builds its module")
             changed = True
         return func.with_changes(body=func.body.with_changes(body=stmts)) if changed else func
+
+    def _sibling_base_key(self, base: cst.BaseExpression) -> str:
+        """``llama3.model.LlamaModelBase`` for a base resolving to that class of max's architectures
+        (absolutely or relatively), else ``""``."""
+        qual = self.qualname(base.value if isinstance(base, cst.Subscript) else base) or ""
+        return qual.removeprefix("max.pipelines.architectures.").lstrip(".")
 
     def _v2_pipeline_base(self, base: cst.BaseExpression) -> bool:
         """``base`` is a V2 architecture package's class (``max.pipelines.architectures.llama3.model.X``,

@@ -419,3 +419,14 @@ SIBLING_RENAMES: dict[str, str] = {
     "llama3.model.LlamaModelBase": "Llama3Model",
     "llama3.model.Llama3Inputs": "inputs.Llama3Inputs",
 }
+
+#: what a sibling's V2 pipeline base does in its own ``load_graphs`` before and after it compiles
+#: ``graph_specs`` (max 26.7's source): a subclass kept on that base whose ``graph_specs`` is bridged
+#: (``PipelineModels._bridged``) does the same around ``load_graph_specs``. ``{GraphRole}`` is the
+#: local name of ``max.pipelines.lib.graph_specs.GraphRole``.
+SIBLING_LOAD_STEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "llama3.model.LlamaModelBase": (
+        ("self._init_distributed_runtime(session, model_config)",),
+        ("self._wire_batch_processor(models[{GraphRole}.DECODER], model_config)",),
+    ),
+}
