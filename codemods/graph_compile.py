@@ -102,6 +102,8 @@ class GraphCompile(Codemod):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.class_depth = 0
         self.plan = GraphPlan()
+        #: ``m.raw_state_dict()`` calls whose dict is read for its keys only
+        self.names_only: set[int] = set()
 
     def visit_Module(self, node: cst.Module) -> None:
         source = self.state.source
@@ -115,6 +117,15 @@ class GraphCompile(Codemod):
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         self.class_depth -= 1
         return updated
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``m.raw_state_dict().keys()``: the names only (see :meth:`_parameter_names`)."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "keys" and not node.args:
+            inner = func.value
+            if (isinstance(inner, cst.Call) and not inner.args and isinstance(inner.func, cst.Attribute)
+                    and inner.func.attr.value == "raw_state_dict"):
+                self.names_only.add(id(inner))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value == "trace" and self.class_depth:
@@ -204,11 +215,22 @@ class GraphCompile(Codemod):
             method = original.func.attr.value
             if method == "load" and any(a.keyword is not None and a.keyword.value == "weights_registry" for a in original.args):
                 self.todo("MV381", "use compiled = model.compile(*types, weights=state_dict)")
+            elif id(original) in self.names_only:
+                return self._parameter_names(original, updated)
             elif method in _STATE_DICT:
                 self.todo("MV382", state_dict_todo(method))
                 if method == "load_state_dict":
                     return self._drop_alignment(original, updated)
         return updated
+
+    def _parameter_names(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """``m.raw_state_dict().keys()`` → ``dict(m.parameters).keys()``: the names of V2's weights are
+        those of V3's parameters (``Module.parameters`` yields them with their Tensors)."""
+        assert isinstance(updated.func, cst.Attribute)
+        module = updated.func.value
+        self.rewrote(original, "MV382", f"{source(module)}.raw_state_dict().keys() → dict({source(module)}.parameters)"
+                     ".keys(): a V3 module names its parameters there")
+        return cst.Call(func=cst.Name("dict"), args=[cst.Arg(value=cst.Attribute(value=module, attr=cst.Name("parameters")))])
 
     def _drop_alignment(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         """``load_state_dict(sd, weight_alignment=1, override_quantization_encoding=True)`` →
