@@ -70,6 +70,10 @@ _V2_LOAD = frozenset({"load_graphs", "compile_graphs", "init_graphs", "_build_gr
 _V2_ONLY = frozenset({*_BASES, "GraphPipelineModel", "Model", "GraphRole", "GraphSpec"})
 
 
+def _model_dtype(cfg: str) -> str:
+    """The dtype a pipeline builds its model in: the config's, when it has one that is set (a
+    config's ``dtype`` may be Optional; V2 configs need not have one), else the pipeline's."""
+    return f'getattr({cfg}, "dtype", None) or self.dtype'
 
 
 def _is_import(stmt: cst.CSTNode) -> bool:
@@ -273,7 +277,7 @@ class PipelineModels(Codemod):
             "    state_dict = self._load_state_dict()\n"
             "    model_config = self._create_model_config(state_dict)\n"
             + "".join(f"    {step.format(**names)}\n" for step in before)
-            + f"    with F.lazy(), {dtype}(getattr(model_config, \"dtype\", self.dtype)):\n"
+            + f"    with F.lazy(), {dtype}({_model_dtype('model_config')}):\n"
             "        specs = self.graph_specs(model_config)\n"
             + (f"    models = {BRIDGE}(session, specs)\n" + "".join(f"    {step.format(**names)}\n" for step in after)
                + "    return models\n" if after else f"    return {BRIDGE}(session, specs)\n")
@@ -329,7 +333,7 @@ class PipelineModels(Codemod):
         dtype); built outside one, every weight is float32."""
         dtype = self.state.import_name("max.experimental.tensor", "default_dtype")
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
-        model_dtype = f'getattr({cfg}, "dtype", self.dtype)' if cfg else "self.dtype"
+        model_dtype = _model_dtype(cfg) if cfg else "self.dtype"
         block = cst.parse_statement(f"with F.lazy(), {dtype}({model_dtype}):\n    pass\n")
         assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
         return block.with_changes(body=block.body.with_changes(body=[stmt.with_changes(leading_lines=[])]),
