@@ -144,6 +144,9 @@ class FileState:
     needed_imports: set[tuple[str, str, str | None]] = field(default_factory=set)
     #: module-level helper code to append after the imports, by name
     helpers: dict[str, str] = field(default_factory=dict)
+    #: the rule a helper is reported under when it is added (MV341 when not named here: a layer
+    #: variant; a port says which rule needed it)
+    helper_rules: dict[str, str] = field(default_factory=dict)
     #: TODO texts for the innermost statement being visited
     statement_todos: list[list[str]] = field(default_factory=list)
     #: ids of Name nodes that are not references (attribute names, keywords, defs)

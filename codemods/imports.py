@@ -342,7 +342,8 @@ class Imports(Codemod):
             first = head.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
             body = body[:at] + [first, *helper[1:]] + body[at:]
             at += len(helper)  # (in the order they were added: one may subclass another)
-            self.rewrote(first, "MV341", f"added {name}")
+            rule = self.state.helper_rules.get(name, "MV341")
+            self.rewrote(first, rule, f"added {name}" if rule == "MV341" else f"added {name} (migrate-v3's port)")
         return body
 
 

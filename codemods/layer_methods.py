@@ -79,7 +79,7 @@ class LayerMethods(Codemod):
         if name not in PORTS:
             self.todo("MV342", f"V3 {owners[0]} has no {name}(): {V2_ONLY_METHODS[owners[0]][name]}")
             return updated
-        add_port(self.state, name)
+        add_port(self.state, name, "MV342")
         self.rewrote(original, "MV342", f"{owners[0]}.{name}() has no V3 method: migrate-v3's port, "
                      f"{name}(layer, ...), added")
         return _called_on(updated, name, func.value)
@@ -93,7 +93,7 @@ class LayerMethods(Codemod):
         if re.search(rf"\bdef {method}\b", self.state.source):
             return updated  # (the package's own method of that name)
         port = method.lstrip("_")
-        add_port(self.state, port)
+        add_port(self.state, port, "MV342")
         self.rewrote(original, "MV342", f"{module}'s text model has no {method}() (V2 Transformer's): migrate-v3's "
                      f"port, {port}(self, ...), added")
         return _called_on(updated, port, func.value)

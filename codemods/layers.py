@@ -984,6 +984,7 @@ class LayerConstructors(Codemod):
             self.state.import_name(module, symbol)
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
         self.state.helpers[name] = code
+        self.state.helper_rules.setdefault(name, "MV342")
         self.rewrote(original, "MV342", f"{spec.v2_name}({', '.join(f'{a}=' for a in args)}...) → {name} (V3's "
                      f"{spec.v3_name} has no {', '.join(args)}; the subclass passes them to its kernel as V2 did)")
         return name
@@ -1000,6 +1001,7 @@ class LayerConstructors(Codemod):
         self.state.import_name(_TENSOR_MODULE, "Tensor")
         self.state.import_name("typing", "Any")
         self.state.helpers[name] = code
+        self.state.helper_rules.setdefault(name, "MV362")
         self.rewrote(original, "MV362", f"{spec.v3_name}({arg}=...) → {name}: {why.split(':')[0]}; it keeps V2's names")
         return cst.Name(name)
 

@@ -155,7 +155,7 @@ class ModelOutputs(Codemod):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if id(original) not in self.bridged:
             return updated
-        add_port(self.state, BRIDGE)
+        add_port(self.state, BRIDGE, "MV342")
         self.rewrote(original, "MV342", f"{BRIDGE}: the ModuleV3Outputs laid out as V2's tuple, which the caller indexes")
         return cst.Call(func=cst.Name(BRIDGE), args=[cst.Arg(updated.func, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(updated)])
 

@@ -240,6 +240,7 @@ class Parameters(Codemod):
             return zeros
         self.state.import_name("max.experimental.nn", "Module")
         self.state.helpers[KEYED_WEIGHT] = KEYED_WEIGHT_CODE
+        self.state.helper_rules.setdefault(KEYED_WEIGHT, "MV361")
         self.rewrote(original, "MV361", f"Weight({key}) → {KEYED_WEIGHT}(...): the parameter keeps its V2 "
                      f"checkpoint key; self.{attr} reads become self.{attr}.weight")
         return cst.Call(func=cst.Name(KEYED_WEIGHT), args=[cst.Arg(zeros)])

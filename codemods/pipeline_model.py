@@ -265,7 +265,7 @@ class PipelineModels(Codemod):
         base binds the EP comm initializer after loading; a sibling's base, ``SIBLING_LOAD_STEPS``)."""
         assert isinstance(updated.body, cst.IndentedBlock)
         self.rewritten = True
-        add_port(self.state, BRIDGE)
+        add_port(self.state, BRIDGE, "MV383")
         session = self.state.import_name("max.engine", "InferenceSession")
         model = self.state.import_name("max.engine", "Model")
         dtype = self.state.import_name("max.experimental.tensor", "default_dtype")

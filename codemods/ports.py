@@ -67,14 +67,16 @@ def calls_the_v3_way(port: str, module: str, name: str) -> bool:
     return any(m == module and n == name for m, n, _ in imports)
 
 
-def add_port(state: FileState, symbol: str) -> None:
-    """Add the port of ``symbol`` (and the ports it builds on) to the module, once."""
+def add_port(state: FileState, symbol: str, rule: str) -> None:
+    """Add the port of ``symbol`` (and the ports it builds on) to the module, once; the addition is
+    reported under ``rule``, the rule that needed it."""
     imports, code, needs = _split(symbol)
     for need in needs:  # defined ahead of the port that uses it
-        add_port(state, need)
+        add_port(state, need, rule)
     state.needed_imports.update(imports)
     owner = port_owner(symbol)
     state.helpers[owner] = code
+    state.helper_rules.setdefault(owner, rule)
     if owner != symbol:
         state.helpers.setdefault(symbol, "")  # defined by its owner's code
 
@@ -96,7 +98,7 @@ class Ports(Codemod):
         return expr if isinstance(expr, cst.Name) and expr.value == symbol else cst.Name(symbol)
 
     def _add(self, symbol: str) -> None:
-        add_port(self.state, symbol)
+        add_port(self.state, symbol, "MV343")
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         bases = list(updated.bases)

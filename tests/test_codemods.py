@@ -225,3 +225,15 @@ def test_head_split_is_a_call_not_a_word_in_a_comment() -> None:
     assert facts("        n = self.kv_params.num_heads_for_device(0)\n")
     assert facts("        lo, hi = _compute_shard_range(8, 2, 0)\n")
     assert not facts("        # unlike num_heads_for_device(i), keep every head\n        x = 'num_heads_for_device('\n")
+
+
+def test_an_added_port_is_reported_under_the_rule_that_needed_it() -> None:
+    """A port is reported by the rule that added it (the bridge's MV383), not as a layer variant
+    (MV341, which a V3 class with V2's numerics, such as OffsetRMSNorm, still is)."""
+    case = FIXTURES / "pipeline_model" / "sibling_base_bridged.input.py"
+    found = transform_source(case.read_text(), path=str(case), context=_context(case)).findings
+    added = {(f.code, f.message) for f in found if f.message.startswith("added ")}
+    assert added == {("MV383", "added load_graph_specs (migrate-v3's port)")}
+    case = FIXTURES / "sharding" / "moe_sharded_layers.input.py"
+    found = transform_source(case.read_text(), path=str(case), context=_context(case)).findings
+    assert {(f.code, f.message) for f in found if f.message.startswith("added ")} == {("MV341", "added OffsetRMSNorm")}
