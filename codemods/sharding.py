@@ -85,9 +85,11 @@ def _sharded_layers_call(qual: str | None, call: cst.Call) -> tuple[cst.BaseExpr
         return None
     positional = [a.value for a in call.args if a.keyword is None]
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if len(positional) < 2 or not isinstance(positional[0], cst.Name | cst.Attribute):
+        return None  # (``list(self.shards)``, a comprehension: no one module to call)
     if qual.endswith(".forward_sharded_layers"):
         return (positional[0], positional[1], []) if len(positional) == 2 and not keywords else None
-    if not qual.endswith(".forward_moe_sharded_layers") or len(positional) < 2:
+    if not qual.endswith(".forward_moe_sharded_layers"):
         return None
     extra = dict(zip(_EP_ARGS, positional[2:], strict=False))
     if len(positional) > 2 + len(_EP_ARGS) or set(keywords) - set(_EP_ARGS) or set(extra) & set(keywords):
@@ -526,15 +528,28 @@ class Sharding(Codemod):
             return None
         return node.value if node.value in self._per_device[-1] else None
 
+    def _helper_list(self, node: cst.BaseExpression) -> str | None:
+        """``node`` names a ``list[TensorValue]`` parameter of a module-level function (its name), or
+        None: V2's per-device list, which a V3 forward that calls the function passes as one Tensor."""
+        if self._classes or len(self._funcs) != 1 or not isinstance(node, cst.Name):
+            return None
+        return node.value if node.value in self._per_device[-1] else None
+
     def _iterated(self, iterable: cst.BaseExpression) -> None:
         """A TODO for a loop over one Tensor (``for x in xs``, ``zip(a, xs)``, ``enumerate(xs)``)."""
         args = [a.value for a in iterable.args if a.keyword is None and not a.star] \
             if isinstance(iterable, cst.Call) and dotted(iterable.func) in _LIST_BUILTINS else [iterable]
         name = next((n for a in args if (n := self._one_tensor(a)) is not None), None)
-        if name is None:
+        if name is not None:
+            self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
+                      f"iterating it never ends while staging; use {name} itself")
             return
-        self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
-                  f"iterating it never ends while staging; use {name} itself")
+        name = next((n for a in args if (n := self._helper_list(a)) is not None), None)
+        if name is not None:
+            func = self._funcs[-1][0].name.value
+            self.todo("MV391", f"{name} was V2's per-device list (list[TensorValue]); a V3 forward that calls "
+                      f"{func} passes one distributed Tensor, and iterating it never ends while staging: "
+                      f"make {func} take one Tensor")
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = dotted(original.func)
@@ -704,7 +719,10 @@ class Sharding(Codemod):
 
     def leave_ListComp(self, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
         cls = self._cls()
-        if cls is None or self._in_dropped() or not cls.facts.per_device():
+        if cls is None:
+            self._iterated(original.for_in.iter)  # (a module-level function's per-device list)
+            return updated
+        if self._in_dropped() or not cls.facts.per_device():
             return updated
         comp = updated.for_in
         if comp.inner_for_in is not None or comp.ifs:
