@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import ORDER
 from codemods.base import (
@@ -202,7 +201,7 @@ def _rewrite(source: str, path: str, ctx: TransformContext, kind: str, selected:
     found: Mapping[int, tuple[int, int]] = {}
     if ctx.positions and state.rewrites:
         nodes = [node for node, _, _ in state.rewrites]
-        found = _reference_positions(module, nodes) if reference else positions(module, nodes)
+        found = positions(module, nodes)
     return TransformResult(
         code=code,
         changed=code != source,
@@ -313,17 +312,11 @@ def _rewrite_imports(
     return TransformResult(code=code, changed=code != source, findings=sorted(findings), todos=todo_markers(code), kind=kind)
 
 
-#: Run libcst's own transformer and PositionProvider instead of the Engine's
-#: traversal and lazy positions: the reference the fast path is checked
-#: against (tests and ``bench/apply_bench.py compare`` set it).
+#: Run libcst's own transformer instead of the Engine's traversal: the
+#: reference the fast path is checked against (tests and ``bench/apply_bench.py compare`` set it).
 REFERENCE_ENGINE = os.environ.get("MIGRATE_V3_REFERENCE_ENGINE") == "1"
 
 
 def reference_engine() -> bool:
     """libcst's own machinery runs: asked for, or the fast path is unavailable (``fast_path_problem``)."""
     return REFERENCE_ENGINE or fast_path_problem() is not None
-
-
-def _reference_positions(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, tuple[int, int]]:
-    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return {id(n): (ranges[n].start.line, ranges[n].start.column) for n in nodes if n in ranges}

@@ -1,10 +1,9 @@
 """The fast ``apply`` path gives exactly what libcst's own machinery gives.
 
 ``codemods.base.Engine.run`` walks the tree itself (rebuilding only changed
-nodes, skipping subtrees no hook can see) instead of libcst's transformer,
-and rewrite positions come from a lazy codegen instead of libcst's
-``PositionProvider``. ``migrate_v3.pipeline.REFERENCE_ENGINE`` switches back to
-libcst's; both must agree on every output byte and every reported line.
+nodes, skipping subtrees no hook can see) instead of libcst's transformer;
+``migrate_v3.pipeline.REFERENCE_ENGINE`` switches back to libcst's. Both must
+agree on every output byte and every reported line.
 """
 
 from __future__ import annotations
