@@ -17,10 +17,19 @@ The recognised builder (all statements at the top level of one function body):
     with Graph(n, input_types=[t0, t1]) as g:
         g.output(model(g.inputs[0].tensor, g.inputs[1].tensor))
                                         →  g = model.compile(t0, t1, weights=sd)
+
+Also recognised: ``input_types=`` any expression (``compile(*types, ...)``; the model must then
+take every input: ``model(*(v.tensor for v in g.inputs))``), the output bound first
+(``out = model(...)`` then ``g.output(out)``, ``g.output(*out)`` or both under
+``isinstance(out, tuple)``), ``load_state_dict`` with V2's default ``strict=True`` or the
+keywords V3 has no slot for (``weight_alignment``), ``r = model.state_dict()`` kept for
+``weights_registry=r``, several builders in one body, and a loaded model stored in an
+attribute or an annotated name (it gets the compiled graph's engine ``Model``, V2's type).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,7 +53,8 @@ class Builder:
 
     model: str
     weights: cst.BaseExpression
-    input_types: list[cst.BaseExpression]
+    #: the input types as ``compile``'s positional arguments (source text; ``*types`` for a non-literal)
+    input_args: list[str]
     graph: str
     #: index in the body of ``model = X(...)``, ``model.load_state_dict``, ``with Graph``
     construct: int
@@ -55,6 +65,9 @@ class Builder:
     device: cst.BaseExpression | None
     #: number of graph outputs (None: unknown)
     outputs: int | None
+    #: index of ``r = model.state_dict()`` between the load and the Graph, and ``r``'s source (-1, None: none)
+    registry: int = -1
+    registry_name: str | None = None
 
 
 @dataclass
@@ -68,11 +81,11 @@ class Compiled:
 class GraphPlan:
     """What ``graph_compile`` rewrites in one module (keys: ids of original nodes)."""
 
-    #: IndentedBlock id → the builder in that body
-    builders: dict[int, Builder] = field(default_factory=dict)
+    #: IndentedBlock id → the builders in that body, in order
+    builders: dict[int, list[Builder]] = field(default_factory=dict)
     #: FunctionDef id → True when its return annotation's ``Graph`` becomes CompiledCallable
     returns_compiled: set[int] = field(default_factory=set)
-    #: ``session.load(g, weights_registry=m.state_dict())`` Call id → the graph name
+    #: ``session.load(g, weights_registry=m.state_dict())`` Call id → what replaces it (``g`` or ``g.engine_model``)
     loads: dict[int, str] = field(default_factory=dict)
     #: value (``c.execute(...)`` or ``c.execute(...)[i]``) of a Return/Assign → (i or None, output count)
     executes: dict[int, tuple[int | None, int]] = field(default_factory=dict)
@@ -92,15 +105,16 @@ def plan_module(module: cst.Module, qualname: Qualname) -> GraphPlan:
     #: function name → (position of the compiled graph in its return tuple or -1, position of model, outputs)
     exported: dict[str, tuple[int, int, int | None]] = {}
     for func in functions:
-        builder = _match_builder(func, qualname, forwards, plan)
-        if builder is None or not isinstance(func.body, cst.IndentedBlock):
+        builders = _match_builders(func, qualname, forwards, plan)
+        if not builders or not isinstance(func.body, cst.IndentedBlock):
             continue
-        plan.builders[id(func.body)] = builder
-        ret = _returned(func, builder)
-        if ret is not None:
-            exported[func.name.value] = ret
-            if func.returns is not None and _mentions(func.returns.annotation, qualname, GRAPH):
-                plan.returns_compiled.add(id(func))
+        plan.builders[id(func.body)] = builders
+        for builder in builders:
+            ret = _returned(func, builder)
+            if ret is not None:
+                exported[func.name.value] = ret
+                if func.returns is not None and _mentions(func.returns.annotation, qualname, GRAPH):
+                    plan.returns_compiled.add(id(func))
     for func in functions:
         _match_consumers(func, plan, exported)
     return plan
@@ -197,24 +211,37 @@ def _graph_with(stmt: cst.BaseStatement, qualname: Qualname) -> tuple[cst.With, 
     return None
 
 
-def _match_builder(
+def _match_builders(
     func: cst.FunctionDef, qualname: Qualname, forwards: dict[str, int | None], plan: GraphPlan
-) -> Builder | None:
+) -> list[Builder]:
     if not isinstance(func.body, cst.IndentedBlock):
-        return None
+        return []
     body = list(func.body.body)
+    candidates: list[tuple[cst.With, cst.Call, Builder]] = []
     for w_index, stmt in enumerate(body):
-        found = _graph_with(stmt, qualname)
-        if found is None:
+        graph_with = _graph_with(stmt, qualname)
+        if graph_with is None:
             continue
-        with_node, graph_call = found
+        with_node, graph_call = graph_with
         result = _match_graph(body, w_index, with_node, graph_call, func, qualname, forwards)
         if isinstance(result, str):
             plan.reasons[id(graph_call)] = result
+        else:
+            candidates.append((with_node, graph_call, result))
+    uses = Counter(i for _, _, b in candidates for i in _statements(b))
+    found: list[Builder] = []
+    for with_node, graph_call, b in candidates:
+        if any(uses[i] > 1 for i in _statements(b)):  # (one model, two graphs: a person picks the compile)
+            plan.reasons[id(graph_call)] = f"`{b.model}` is built and loaded for another Graph too"
             continue
         plan.handled.update({id(graph_call), id(with_node)})
-        return result
-    return None
+        found.append(b)
+    return found
+
+
+def _statements(b: Builder) -> list[int]:
+    """The body indices the builder rewrites besides its ``with Graph``."""
+    return [i for i in (b.construct, b.load, b.registry) if i >= 0]
 
 
 def _match_graph(
@@ -231,33 +258,38 @@ def _match_graph(
     if asname is None or not isinstance(asname.name, cst.Name):
         return "the Graph is not bound with `as g`"
     graph = asname.name.value
-    types = _input_types(graph_call)
+    before = body[:w_index]
+    types = _input_types(graph_call, before)
     if types is None:
-        return "input_types is not a literal list"
-    if not isinstance(with_node.body, cst.IndentedBlock) or len(with_node.body.body) != 1:
+        return "the Graph has no input_types"
+    input_args, literal = types
+    model_call = _output_call(with_node, graph)
+    if model_call is None:
         return "the Graph body is more than g.output(model(g.inputs[i]...))"
-    out = _method_call(getattr(_expr_stmt(with_node.body.body[0]), "value", None), "output")
-    if out is None or out[0] != graph or len(out[1].args) != 1:
-        return "the Graph body is more than g.output(model(g.inputs[i]...))"
-    model_call = out[1].args[0].value
-    if not isinstance(model_call, cst.Call) or not isinstance(model_call.func, cst.Name):
+    if not isinstance(model_call.func, cst.Name):
         return "g.output() does not call a local model"
     model = model_call.func.value
-    if not _inputs_in_order(model_call, graph, len(types)):
+    if not _takes_all_inputs(model_call, graph) and (
+        literal is None or not _inputs_in_order(model_call, graph, len(literal))
+    ):
         return "the model is not called with g.inputs[0..n-1] in order"
-    construct = load = -1
+    construct = load = registry = -1
+    registry_name: str | None = None
     weights: cst.BaseExpression | None = None
     ctor: cst.Call | None = None
-    for i, stmt in enumerate(body[:w_index]):
+    for i, stmt in enumerate(before):
         assigned = _assign_call(stmt)
         if assigned is not None and assigned[0] == model:
-            construct, ctor, load = i, assigned[1], -1
+            construct, ctor, load, registry = i, assigned[1], -1, -1
         loaded = _method_call(getattr(_expr_stmt(stmt), "value", None), "load_state_dict")
         if loaded is not None and loaded[0] == model and construct >= 0:
-            args = loaded[1].args
-            if len(args) != 1 or args[0].keyword is not None or args[0].star:
+            weights = _loaded_weights(loaded[1])
+            if weights is None:
                 return "load_state_dict() takes options that compile() has no slot for"
-            load, weights = i, args[0].value
+            load, registry = i, -1
+        kept = _registry(stmt, model)
+        if kept is not None and load >= 0:
+            registry, registry_name = i, kept
     if ctor is None or construct < 0:
         return f"`{model}` is not constructed in this function"
     if load < 0 or weights is None:
@@ -266,26 +298,154 @@ def _match_graph(
     return Builder(
         model=model,
         weights=weights,
-        input_types=types,
+        input_args=input_args,
         graph=graph,
         construct=construct,
         load=load,
         with_graph=w_index,
         dtype=_dtype_arg(ctor, func, qualname),
-        device=_device(body[:w_index], types, func, qualname),
+        device=_device(before, literal, func, qualname),
         outputs=forwards.get(ctor_name or "", None),
+        registry=registry,
+        registry_name=registry_name if registry >= 0 else None,
     )
 
 
-def _input_types(call: cst.Call) -> list[cst.BaseExpression] | None:
+#: keywords of V2's ``Module.load_state_dict`` that V3's lacks → why dropping them is right
+#: (``tests/test_knowledge.py`` checks both signatures)
+V2_LOAD_KEYWORDS = {
+    "weight_alignment": "V3 loads take no alignment",
+    "override_quantization_encoding": "V3 loads copy each tensor into its parameter as the layer declares it",
+}
+
+
+def _loaded_weights(call: cst.Call) -> cst.BaseExpression | None:
+    """``m.load_state_dict(sd[, strict=True][, weight_alignment=...])`` → ``sd``: what
+    ``compile(weights=...)`` takes. ``strict=True`` is V2's default, and V3's compile raises on
+    a parameter with no weight too; ``strict=False`` (a partial checkpoint) has no such slot."""
+    args = call.args
+    if not args or args[0].keyword is not None or args[0].star:
+        return None
+    for arg in args[1:]:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "strict" and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+            continue
+        if keyword not in V2_LOAD_KEYWORDS:
+            return None
+    return args[0].value
+
+
+def _registry(stmt: cst.BaseStatement, model: str) -> str | None:
+    """``r = model.state_dict()`` → ``r``'s source (a name or ``self.attr``), kept for ``weights_registry=r``."""
+    small = _expr_stmt(stmt)
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    target = small.targets[0].target
+    called = _method_call(small.value, "state_dict")
+    if called is None or called[0] != model or called[1].args or not isinstance(target, cst.Name | cst.Attribute):
+        return None
+    return source(target)
+
+
+def _output_call(with_node: cst.With, graph: str) -> cst.Call | None:
+    """The model call whose result the Graph outputs: ``g.output(m(...))``, ``g.output(*m(...))``, or
+    ``out = m(...)`` then ``g.output(out)`` / ``g.output(*out)`` / both under ``isinstance(out, tuple)``."""
+    if not isinstance(with_node.body, cst.IndentedBlock):
+        return None
+    stmts = list(with_node.body.body)
+    if len(stmts) == 1:
+        args = _output_args(stmts[0], graph)
+        if args is not None and len(args) == 1 and isinstance(args[0].value, cst.Call):
+            return args[0].value
+        return None
+    assigned = _assign_call(stmts[0]) if len(stmts) == 2 else None
+    if assigned is None:
+        return None
+    name, call = assigned
+    last = stmts[1]
+    if isinstance(last, cst.If) and _is_tuple_test(last.test, name) and isinstance(last.orelse, cst.Else):
+        branches = [last.body, last.orelse.body]
+        outs = [_output_args(b.body[0], graph) if isinstance(b, cst.IndentedBlock) and len(b.body) == 1 else None
+                for b in branches]
+        stars = [o[0].star if o is not None and len(o) == 1 and _is_name(o[0].value, name) else None for o in outs]
+        return call if stars == ["*", ""] else None
+    out = _output_args(last, graph)
+    return call if out is not None and len(out) == 1 and _is_name(out[0].value, name) else None
+
+
+def _output_args(stmt: cst.BaseStatement, graph: str) -> list[cst.Arg] | None:
+    out = _method_call(getattr(_expr_stmt(stmt), "value", None), "output")
+    return list(out[1].args) if out is not None and out[0] == graph else None
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_tuple_test(test: cst.BaseExpression, name: str) -> bool:
+    """``isinstance(name, tuple)``."""
+    return (
+        isinstance(test, cst.Call) and _is_name(test.func, "isinstance") and len(test.args) == 2
+        and _is_name(test.args[0].value, name) and _is_name(test.args[1].value, "tuple")
+    )
+
+
+def _input_types(
+    call: cst.Call, before: list[cst.BaseStatement]
+) -> tuple[list[str], list[cst.BaseExpression] | None] | None:
+    """(``compile``'s positional arguments, the literal list of types or None), or None without
+    input types. A name bound to a literal list it is the last statement to touch counts as one."""
     arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "input_types"), None)
     if arg is None and len(call.args) > 1 and call.args[1].keyword is None:
         arg = call.args[1]
-    if arg is None or not isinstance(arg.value, cst.List | cst.Tuple):
+    if arg is None:
         return None
-    if any(isinstance(e, cst.StarredElement) for e in arg.value.elements):
+    value = arg.value
+    if isinstance(value, cst.List | cst.Tuple):
+        texts = [("*" if isinstance(e, cst.StarredElement) else "") + source(e.value) for e in value.elements]
+        literal: cst.List | cst.Tuple | None = value
+    else:
+        texts = [f"*{source(value)}"]
+        literal = _bound_literal(value, before)
+    if literal is None or any(isinstance(e, cst.StarredElement) for e in literal.elements):
+        return texts, None
+    return texts, [e.value for e in literal.elements]
+
+
+def _bound_literal(value: cst.BaseExpression, before: list[cst.BaseStatement]) -> cst.List | cst.Tuple | None:
+    """The literal list ``value`` (a name) was last bound to, when no later statement mentions it."""
+    if not isinstance(value, cst.Name):
         return None
-    return [e.value for e in arg.value.elements]
+    for stmt in reversed(before):
+        small = _expr_stmt(stmt)
+        if (isinstance(small, cst.Assign) and len(small.targets) == 1 and _is_name(small.targets[0].target, value.value)
+                and isinstance(small.value, cst.List | cst.Tuple)):
+            return small.value
+        if any(_is_name(n, value.value) for n in nodes_of(stmt, (cst.Name,))):  # type: ignore[arg-type]
+            return None
+    return None
+
+
+def _takes_all_inputs(call: cst.Call, graph: str) -> bool:
+    """``m(*g.inputs)`` or ``m(*(v.tensor for v in g.inputs))``: every input, in order."""
+    if len(call.args) != 1 or call.args[0].star != "*" or call.args[0].keyword is not None:
+        return False
+    value = call.args[0].value
+    if _is_inputs(value, graph):
+        return True
+    if not isinstance(value, cst.GeneratorExp | cst.ListComp):
+        return False
+    loop = value.for_in
+    if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) or not _is_inputs(loop.iter, graph):
+        return False
+    element = value.elt
+    if isinstance(element, cst.Attribute) and element.attr.value in ("tensor", "buffer"):
+        element = element.value
+    return _is_name(element, loop.target.value)
+
+
+def _is_inputs(node: cst.BaseExpression, graph: str) -> bool:
+    return isinstance(node, cst.Attribute) and _is_name(node.value, graph) and node.attr.value == "inputs"
 
 
 def _inputs_in_order(call: cst.Call, graph: str, n: int) -> bool:
@@ -299,10 +459,7 @@ def _inputs_in_order(call: cst.Call, graph: str, n: int) -> bool:
             value = value.value
         if not (
             isinstance(value, cst.Subscript)
-            and isinstance(value.value, cst.Attribute)
-            and isinstance(value.value.value, cst.Name)
-            and value.value.value.value == graph
-            and value.value.attr.value == "inputs"
+            and _is_inputs(value.value, graph)
             and len(value.slice) == 1
             and isinstance(value.slice[0].slice, cst.Index)
             and isinstance(value.slice[0].slice.value, cst.Integer)
@@ -333,9 +490,12 @@ def _dtype_arg(ctor: cst.Call, func: cst.FunctionDef, qualname: Qualname) -> cst
 
 
 def _device(
-    before: list[cst.BaseStatement], types: list[cst.BaseExpression], func: cst.FunctionDef, qualname: Qualname
+    before: list[cst.BaseStatement], types: list[cst.BaseExpression] | None, func: cst.FunctionDef, qualname: Qualname
 ) -> cst.BaseExpression | None:
-    """``dev.to_device()`` when every input type is a TensorType on the same DeviceRef ``dev``."""
+    """``dev.to_device()`` when every input type is a TensorType on the same DeviceRef ``dev``
+    (a parameter annotated ``DeviceRef``, a ``DeviceRef.x(...)`` call or a local bound to one)."""
+    if types is None:
+        return None
     calls: list[cst.Call] = []
     bound = {a[0]: a[1] for a in (_assign_call(s) for s in before) if a is not None}
     for t in types:
@@ -347,11 +507,12 @@ def _device(
     if len(devices) != 1 or any(not any(a.keyword and a.keyword.value == "device" for a in c.args) for c in calls):
         return None
     dev = next(a.value for a in calls[0].args if a.keyword and a.keyword.value == "device")
-    if isinstance(dev, cst.Name):
+    made = bound.get(dev.value) if isinstance(dev, cst.Name) else dev
+    if isinstance(dev, cst.Name) and made is None:
         ann = _param_annotation(func, dev.value)
         is_ref = ann is not None and qualname(ann) in _DEVICE_REF
     else:
-        is_ref = isinstance(dev, cst.Call) and isinstance(dev.func, cst.Attribute) and qualname(dev.func.value) in _DEVICE_REF
+        is_ref = isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute) and qualname(made.func.value) in _DEVICE_REF
     if not is_ref:
         return None
     return cst.Call(func=cst.Attribute(value=dev, attr=cst.Name("to_device")))
@@ -374,34 +535,55 @@ def _returned(func: cst.FunctionDef, builder: Builder) -> tuple[int, int, int | 
     return graph_pos, model_pos, builder.outputs
 
 
+#: graph name → (model name, outputs, the name ``model.state_dict()`` was kept in)
+_Graphs = dict[str, tuple[str | None, int | None, str | None]]
+
+
 def _match_consumers(
     func: cst.FunctionDef, plan: GraphPlan, exported: dict[str, tuple[int, int, int | None]]
 ) -> None:
-    """``session.load(g, weights_registry=m.state_dict())`` and ``c.execute(...)[i]`` in ``func``."""
+    """``session.load(g, weights_registry=m.state_dict())`` and ``c.execute(...)[i]`` in ``func``.
+
+    A load bound to a plain name is the compiled model itself (its ``execute`` calls here are
+    rewritten); one stored in an attribute or an annotated name is read elsewhere as V2's
+    engine ``Model`` (``execute(*buffers)``), so it gets the compiled graph's ``engine_model``.
+    """
     if not isinstance(func.body, cst.IndentedBlock):
         return
-    graphs: dict[str, tuple[str | None, int | None]] = {}  # graph name → (model name, outputs)
-    builder = plan.builders.get(id(func.body))
-    if builder is not None:
-        graphs[builder.graph] = (builder.model, builder.outputs)
+    graphs: _Graphs = {}
+    starts = {b.with_graph: b for b in plan.builders.get(id(func.body), ())}
     compiled: dict[str, int | None] = {}
-    for stmt in func.body.body:
+    for i, stmt in enumerate(func.body.body):
+        if i in starts:
+            b = starts[i]
+            graphs[b.graph] = (b.model, b.outputs, b.registry_name)
         _unpack_builder_call(stmt, exported, graphs)
-        assigned = _assign_call(stmt)
-        if assigned is not None:
-            load = _session_load(assigned[1], graphs)
+        small = _expr_stmt(stmt)
+        target = _single_target(small)
+        value = getattr(small, "value", None)
+        if target is not None and isinstance(value, cst.Call):
+            load = _session_load(value, graphs)
             if load is not None:
-                plan.loads[id(assigned[1])] = load[0]
-                plan.handled.update({id(assigned[1]), id(assigned[1].args[1].value)})
-                compiled[assigned[0]] = load[1]
+                plan.handled.update({id(value), id(value.args[1].value)})
+                if isinstance(small, cst.Assign) and isinstance(target, cst.Name):
+                    plan.loads[id(value)] = load[0]
+                    compiled[target.value] = load[1]
+                else:
+                    plan.loads[id(value)] = f"{load[0]}.engine_model"
                 continue
         if compiled:
             _executes(stmt, compiled, plan)
 
 
-def _unpack_builder_call(
-    stmt: cst.BaseStatement, exported: dict[str, tuple[int, int, int | None]], graphs: dict[str, tuple[str | None, int | None]]
-) -> None:
+def _single_target(small: cst.BaseSmallStatement | None) -> cst.BaseExpression | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        return small.targets[0].target
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return small.target
+    return None
+
+
+def _unpack_builder_call(stmt: cst.BaseStatement, exported: dict[str, tuple[int, int, int | None]], graphs: _Graphs) -> None:
     small = _expr_stmt(stmt)
     if not isinstance(small, cst.Assign) or len(small.targets) != 1 or not isinstance(small.value, cst.Call):
         return
@@ -411,25 +593,28 @@ def _unpack_builder_call(
     graph_pos, model_pos, outputs = exported[func.value]
     target = small.targets[0].target
     if graph_pos == -1 and isinstance(target, cst.Name):
-        graphs[target.value] = (None, outputs)
+        graphs[target.value] = (None, outputs, None)
     elif isinstance(target, cst.Tuple) and all(isinstance(e.value, cst.Name) for e in target.elements):
         names = [e.value.value for e in target.elements]  # type: ignore[attr-defined]
         if 0 <= graph_pos < len(names):
             model = names[model_pos] if 0 <= model_pos < len(names) else None
-            graphs[names[graph_pos]] = (model, outputs)
+            graphs[names[graph_pos]] = (model, outputs, None)
 
 
-def _session_load(call: cst.Call, graphs: dict[str, tuple[str | None, int | None]]) -> tuple[str, int | None] | None:
+def _session_load(call: cst.Call, graphs: _Graphs) -> tuple[str, int | None] | None:
     if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "load" and len(call.args) == 2):
         return None
     first, second = call.args
     if first.keyword is not None or not isinstance(first.value, cst.Name) or first.value.value not in graphs:
         return None
-    model, outputs = graphs[first.value.value]
-    registry = _method_call(second.value, "state_dict")
-    if second.keyword is None or second.keyword.value != "weights_registry" or registry is None:
+    model, outputs, kept = graphs[first.value.value]
+    if second.keyword is None or second.keyword.value != "weights_registry":
         return None
-    if registry[0] != model or registry[1].args:
+    registry = _method_call(second.value, "state_dict")
+    if registry is not None:
+        if registry[0] != model or registry[1].args:
+            return None
+    elif kept is None or not isinstance(second.value, cst.Name | cst.Attribute) or source(second.value) != kept:
         return None
     return first.value.value, outputs
 

@@ -28,7 +28,7 @@ import libcst as cst
 
 from codemods.args import source
 from codemods.base import TODO_PREFIX, Codemod, attach_todos, nodes_of, prefilters_on
-from codemods.graph_build import GRAPH, Builder, GraphPlan, plan_module
+from codemods.graph_build import GRAPH, V2_LOAD_KEYWORDS, Builder, GraphPlan, plan_module
 from migrate_v3.knowledge.ports import LOAD_GRAPH_SPECS
 
 _STATE_DICT = {
@@ -77,14 +77,6 @@ def _drop_own_todos(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
         if not text.startswith(f"{TODO_PREFIX}MV38"):
             keep.append(line)
     return keep
-
-
-#: keywords of V2's ``Module.load_state_dict`` that V3's lacks → why dropping them is right
-#: (``tests/test_knowledge.py`` checks both signatures)
-_V2_LOAD_KEYWORDS = {
-    "weight_alignment": "V3 loads take no alignment",
-    "override_quantization_encoding": "V3 loads copy each tensor into its parameter as the layer declares it",
-}
 
 
 class GraphCompile(Codemod):
@@ -140,33 +132,39 @@ class GraphCompile(Codemod):
         return updated.with_changes(returns=updated.returns.with_changes(annotation=annotation))
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        builder = self.plan.builders.get(id(original))
-        if builder is None or len(updated.body) != len(original.body):
+        builders = self.plan.builders.get(id(original))
+        if not builders or len(updated.body) != len(original.body):
             return updated
-        self.rewrote(original.body[builder.with_graph], "MV380", "Graph + session.load → F.lazy() + model.compile()")
-        # the sites the rewrite resolves, under the codes check reports them with
-        self.rewrote(original.body[builder.load], "MV382", ".load_state_dict(sd) → compile(weights=sd)")
-        self.rewrote(original.body[builder.with_graph], "MV373", "g.inputs[i].tensor → compile(*input_types)")
-        return updated.with_changes(body=self._rewrite_builder(builder, list(updated.body)))
+        out: list[cst.BaseStatement | None] = list(updated.body)
+        for builder in builders:
+            self.rewrote(original.body[builder.with_graph], "MV380", "Graph + session.load → F.lazy() + model.compile()")
+            # the sites the rewrite resolves, under the codes check reports them with
+            self.rewrote(original.body[builder.load], "MV382", ".load_state_dict(sd) → compile(weights=sd)")
+            self.rewrote(original.body[builder.with_graph], "MV373", "g.inputs[i].tensor → compile(*input_types)")
+            self._rewrite_builder(builder, list(updated.body), out)
+        return updated.with_changes(body=[s for s in out if s is not None])
 
-    def _rewrite_builder(self, b: Builder, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    def _rewrite_builder(self, b: Builder, body: list[cst.BaseStatement], out: list[cst.BaseStatement | None]) -> None:
         self.state.needed_imports.add(("max.experimental", "functional", "F"))
         contexts = ["F.lazy()"]
         if b.dtype is not None:
             contexts.append(f"default_dtype({source(b.dtype)})")
             self.state.import_name(_TENSOR_MODULE, "default_dtype")
         construct = body[b.construct]
-        out: list[cst.BaseStatement | None] = list(body)
         lazy = _stmt(f"with {', '.join(contexts)}:\n    pass\n")
         assert isinstance(lazy, cst.With) and isinstance(lazy.body, cst.IndentedBlock)
         inner = construct.with_changes(leading_lines=[])
         out[b.construct] = lazy.with_changes(
             body=lazy.body.with_changes(body=[inner]), leading_lines=getattr(construct, "leading_lines", ())
         )
-        args = [source(t) for t in b.input_types] + [f"weights={source(b.weights)}"]
+        args = [*b.input_args, f"weights={source(b.weights)}"]
         compile_stmt = _stmt(f"{b.graph} = {b.model}.compile({', '.join(args)})\n").with_changes(
             leading_lines=_drop_own_todos(body[b.with_graph])
         )
+        if b.registry >= 0:  # (V2's m.state_dict() after a strict load: the checkpoint it loaded)
+            out[b.registry] = _stmt(f"{b.registry_name} = {source(b.weights)}\n").with_changes(
+                leading_lines=_drop_own_todos(body[b.registry])
+            )
         load = body[b.load]
         todos: list[str] = []
         if b.device is not None:
@@ -181,14 +179,22 @@ class GraphCompile(Codemod):
             )
         new_compile = attach_todos(compile_stmt, todos)
         out[b.with_graph] = new_compile if isinstance(new_compile, cst.BaseStatement) else compile_stmt
-        return [s for s in out if s is not None]
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         if id(original.value) in self.plan.loads:
-            self.rewrote(original, "MV381", "session.load(graph, weights_registry=...) → the compiled model")
-            self.rewrote(original, "MV382", "weights_registry=model.state_dict() → compile(weights=...)")
-            return updated.with_changes(value=cst.Name(self.plan.loads[id(original.value)]))
+            return updated.with_changes(value=self._loaded(original.value))
         return updated.with_changes(value=self._execute(original.value, updated.value))
+
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        if original.value is not None and id(original.value) in self.plan.loads:
+            return updated.with_changes(value=self._loaded(original.value))
+        return updated
+
+    def _loaded(self, load: cst.BaseExpression) -> cst.BaseExpression:
+        """What replaces ``session.load(g, weights_registry=...)``: ``g``, or ``g.engine_model`` (V2's type)."""
+        self.rewrote(load, "MV381", "session.load(graph, weights_registry=...) → the compiled model")
+        self.rewrote(load, "MV382", "weights_registry=model.state_dict() → compile(weights=...)")
+        return cst.parse_expression(self.plan.loads[id(load)])
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         if original.value is None or updated.value is None:
@@ -240,14 +246,14 @@ class GraphCompile(Codemod):
         args: list[cst.Arg] = []
         dropped: list[str] = []
         for arg in updated.args:
-            if arg.keyword is None or arg.keyword.value not in _V2_LOAD_KEYWORDS:
+            if arg.keyword is None or arg.keyword.value not in V2_LOAD_KEYWORDS:
                 args.append(arg)
                 continue
             dropped.append(arg.keyword.value)
             if arg is updated.args[-1] and args:  # the last one: its comma (and line break) moves up
                 args[-1] = args[-1].with_changes(comma=arg.comma)
         for keyword in dropped:
-            self.rewrote(original, "MV382", f"load_state_dict({keyword}=...) dropped: {_V2_LOAD_KEYWORDS[keyword]}")
+            self.rewrote(original, "MV382", f"load_state_dict({keyword}=...) dropped: {V2_LOAD_KEYWORDS[keyword]}")
         return updated.with_changes(args=args) if dropped else updated
 
     def _execute(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:

@@ -214,11 +214,11 @@ def test_dropped_load_keywords_are_v2_only() -> None:
     from max.experimental.nn import Module as ModuleV3
     from max.nn.layer import Module as ModuleV2
 
-    from codemods.graph_compile import _V2_LOAD_KEYWORDS
+    from codemods.graph_build import V2_LOAD_KEYWORDS
 
     v2 = inspect.signature(ModuleV2.load_state_dict).parameters
     v3 = inspect.signature(ModuleV3.load_state_dict).parameters
-    for keyword in _V2_LOAD_KEYWORDS:
+    for keyword in V2_LOAD_KEYWORDS:
         assert keyword in v2 and keyword not in v3, keyword
 
 
