@@ -217,8 +217,19 @@ class Dependencies(Codemod):
             self.rewrote(node, "MV301", f"{v2_module}.{name} → {there}.{v3_name} (the variant moved it)")
             changes(self.state).moved_classes.add(local)
             self._lost_fields(f"{v2_module}.{name}", f"{there}.{v3_name}", local)
+            self._moved_constructor(f"{v2_module}.{name}", f"{there}.{v3_name}", local)
         last = aliases[-1]
         return node.with_changes(names=[*aliases[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]), here
+
+    def _moved_constructor(self, v2: str, v3: str, local: str) -> None:
+        """A TODO when this module calls ``local(...)`` and the moved V3 class's ``__init__`` is not
+        V2's (``StackedMLP(dtype, quantization_encoding, hidden_dim, ...)`` against
+        ``LlamaStackedMLP(hidden_dim, feed_forward_length)``): the calls keep V2's arguments."""
+        signatures = self.state.context.class_signatures
+        old, new = signatures.get(v2), signatures.get(v3)
+        if old is not None and new is not None and old != new and _builds(self._whole_module(), local):
+            self.todo("MV301", f"{v3}({', '.join(new)}) is not V2 {v2}({', '.join(old)}): update the calls of "
+                      f"{local} here")
 
     def _same_base_classes(
         self, v2_module: str, module: str, missing: list[str], node: cst.ImportFrom
@@ -273,7 +284,10 @@ class Dependencies(Codemod):
         a TODO names those left to drop where the module builds ``local(...)`` itself, and any
         that cannot be re-declared (not a field of ``v2`` itself)."""
         ctx = self.state.context
-        gone = sorted(set(ctx.class_fields.get(v2, ())) - set(ctx.class_fields.get(v3, ())))
+        have = set(ctx.class_fields.get(v3, ()))
+        if "forward" in have:  # (a module's V2 __call__ is its V3 forward)
+            have.add("__call__")
+        gone = sorted(set(ctx.class_fields.get(v2, ())) - have)
         if not gone:
             return
         ported = tuple((g, decl) for g in gone if (decl := ctx.field_decls.get(f"{v2}.{g}")) is not None)

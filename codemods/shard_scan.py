@@ -174,16 +174,40 @@ def per_device_element(ann: cst.BaseExpression) -> cst.BaseExpression | None:
     return inner.value if name.rsplit(".", 1)[-1] in _PER_DEVICE_VALUES else None
 
 
+def one_per_device_annotation(ann: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``list[TensorValue]`` → ``TensorValue``, ``list[TensorValue] | None`` → ``TensorValue | None``; else None."""
+    one = per_device_element(ann)
+    if one is not None or not (isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr)):
+        return one
+    left, right = per_device_element(ann.left), per_device_element(ann.right)
+    if left is not None and _is_none(ann.right):
+        return ann.with_changes(left=left)
+    if right is not None and _is_none(ann.left):
+        return ann.with_changes(right=right)
+    return None
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def not_none(ann: cst.BaseExpression) -> cst.BaseExpression:
+    """``T | None`` → ``T``."""
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        return ann.right if _is_none(ann.left) else ann.left
+    return ann
+
+
 def one_per_device(params: cst.Parameters, names: set[str] | None = None) -> cst.Parameters:
-    """``xs: list[TensorValue]`` → ``xs: TensorValue`` (one distributed value in V3), for every
-    parameter annotated as a per-device list, or only those in ``names``."""
-    return params.with_changes(params=[
-        p.with_changes(annotation=p.annotation.with_changes(annotation=one))
-        if (names is None or p.name.value in names) and p.annotation is not None
-        and (one := per_device_element(p.annotation.annotation)) is not None
-        else p
-        for p in params.params
-    ])
+    """``xs: list[TensorValue]`` → ``xs: TensorValue`` (one distributed value in V3; ``| None`` kept), for
+    every parameter annotated as a per-device list, or only those in ``names``."""
+    def one(p: cst.Param) -> cst.Param:
+        if (names is not None and p.name.value not in names) or p.annotation is None:
+            return p
+        ann = one_per_device_annotation(p.annotation.annotation)
+        return p if ann is None else p.with_changes(annotation=p.annotation.with_changes(annotation=ann))
+
+    return params.with_changes(params=[one(p) for p in params.params], kwonly_params=[one(p) for p in params.kwonly_params])
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,9 @@ from codemods.shard_scan import (
     computes_on,
     local_strategies,
     may_be_moe,
+    not_none,
     one_per_device,
+    one_per_device_annotation,
     per_device_element,
     row_targets_may_have_bias,
     self_attribute,
@@ -122,11 +124,11 @@ def placement_statement(state: FileState, where: str, function: str, axis: int, 
 _LIST_BUILTINS = frozenset({"enumerate", "zip", "len", "list", "tuple", "iter", "reversed", "sorted"})
 
 def per_device_params(func: cst.FunctionDef) -> set[str]:
-    """Parameters annotated as a per-device tensor list (``xs: list[TensorValue]``)."""
+    """Parameters annotated as a per-device tensor list (``xs: list[TensorValue]``, optional or keyword-only too)."""
     out: set[str] = set()
-    for p in func.params.params:
-        one = per_device_element(p.annotation.annotation) if p.annotation is not None else None
-        if one is not None and (dotted(one) or "").rsplit(".", 1)[-1] in ("TensorValue", "Tensor"):
+    for p in (*func.params.params, *func.params.kwonly_params):
+        one = one_per_device_annotation(p.annotation.annotation) if p.annotation is not None else None
+        if one is not None and (dotted(not_none(one)) or "").rsplit(".", 1)[-1] in ("TensorValue", "Tensor"):
             out.add(p.name.value)
     return out
 
@@ -730,7 +732,25 @@ class Sharding(Codemod):
         folded = self._list_comp(cls, original, updated)
         if folded is updated:
             self._iterated(original.for_in.iter)
+        else:
+            self._folded_params(original.for_in.iter)
         return folded
+
+    def _folded_params(self, iterable: cst.BaseExpression) -> None:
+        """A TODO when a folded comprehension iterated a ``list[TensorValue]`` parameter of a method
+        other than ``__call__``: only ``__call__``'s signature becomes one Tensor, so the method's
+        callers still pass V2's per-device list where the fold now expects one distributed Tensor."""
+        func = self._funcs[-1][0] if self._funcs else None
+        if func is None or func.name.value == "__call__":
+            return
+        params = per_device_params(func)
+        args = [a.value for a in iterable.args if a.keyword is None] if isinstance(iterable, cst.Call) else [iterable]
+        names = [a.value for a in args if isinstance(a, cst.Name) and a.value in params]
+        if names:
+            listed = ", ".join(names)
+            self.todo("MV391", f"{listed}: V2's per-device list parameter of {func.name.value} (list[TensorValue]), "
+                      f"used here as one distributed Tensor: make {func.name.value} take one Tensor for {listed} "
+                      "(and its callers pass one)")
 
     def _list_comp(self, cls: _ClassState, original: cst.ListComp, updated: cst.ListComp) -> cst.BaseExpression:
         """A comprehension over per-device lists or clones → the one computation (or ``updated``)."""

@@ -248,3 +248,48 @@ def test_a_shared_parameter_is_signed_once_by_its_first_path() -> None:
         tied = Tied()
     assert [name for name, _ in tied.parameters] == ["first.weight", "again.weight"]
     assert list(v3_signature(tied)) == ["first.weight"]
+
+
+def test_package_roots_skip_classes_built_by_a_factory_a_class_calls(tmp_path: Path) -> None:
+    """A helper layer built by a module-level function that a model class calls is no root
+    (qwen_image's ``_SiLUPlaceholder``, built by ``_make_block_modulation``); a class only an
+    uncalled function builds, and a class nothing builds, still are."""
+    import importlib.util
+
+    from migrate_v3.verify.runner import package_roots
+
+    path = tmp_path / "roots_pkg.py"
+    path.write_text(textwrap.dedent('''
+        class Helper:
+            pass
+
+        class Child:
+            pass
+
+        class Lone:
+            pass
+
+        class Made:
+            pass
+
+        def make_helper():
+            return [Helper()]
+
+        def build_made():
+            return Made()
+
+        class Model:
+            def __init__(self):
+                self.mod = make_helper()
+                self.child = Child()
+    '''))
+    spec = importlib.util.spec_from_file_location("roots_pkg", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["roots_pkg"] = module
+    try:
+        spec.loader.exec_module(module)
+        classes = {n: getattr(module, n) for n in ("Helper", "Child", "Lone", "Made", "Model")}
+        assert package_roots(classes) == ["Lone", "Made", "Model"]
+    finally:
+        del sys.modules["roots_pkg"]

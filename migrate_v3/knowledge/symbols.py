@@ -415,9 +415,12 @@ def _gone_message(qualified: str, name: str, entry: dict[str, Any]) -> Gone:
 #: A value with a dot names the variant's module it moved to and its name there:
 #: ``llama3.model.Llama3Inputs`` (V2's inputs dataclass, defined beside the pipeline base) is
 #: ``llama3_modulev3.inputs.Llama3Inputs`` (V3 order: tokens, return_n_logits, input_row_offsets).
+#: A layer too: ``llama3.llama3.StackedMLP`` is ``llama3_modulev3.layers.mlp.LlamaStackedMLP``, the same
+#: weights and result with V3 keywords (``tests/test_sibling_renames.py``).
 SIBLING_RENAMES: dict[str, str] = {
     "llama3.model.LlamaModelBase": "Llama3Model",
     "llama3.model.Llama3Inputs": "inputs.Llama3Inputs",
+    "llama3.llama3.StackedMLP": "layers.mlp.LlamaStackedMLP",
 }
 
 #: what a sibling's V2 pipeline base does in its own ``load_graphs`` before and after it compiles

@@ -91,26 +91,39 @@ def _case_for(name: str, v2_cls: type, v3_cls: type, spec: Spec, opts: VerifyOpt
 
 
 def package_roots(classes: dict[str, type]) -> list[str]:
-    """Classes no other class of the package constructs (by name, in its source) or extends.
+    """Classes no other class of the package constructs (by name, in its source, or through a
+    module-level function of its module that it calls: ``_make_modulation()`` building a helper
+    layer) or extends.
 
     The package's top models: a verdict that did not compare them verified the parts only.
     """
     import ast
+    import sys
 
     from migrate_v3.verify.pysource import parsed
 
+    def callees(tree: ast.AST) -> set[str]:
+        return {
+            node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
+        }
+
+    factories: dict[str, set[str]] = {}  # module-level function → the package classes it constructs
+    for module in {sys.modules.get(cls.__module__) for cls in classes.values()}:
+        tree = parsed(module) if module is not None else None
+        for stmt in tree.body if tree is not None else ():
+            if isinstance(stmt, ast.FunctionDef):
+                factories.setdefault(stmt.name, set()).update(callees(stmt) & classes.keys())
     used: set[str] = set()
     for name, cls in classes.items():
         used.update(b.__name__ for b in cls.__mro__[1:] if b.__name__ in classes)
         tree = parsed(cls)
         if tree is None:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                callee = node.func.id if isinstance(node.func, ast.Name) else (
-                    node.func.attr if isinstance(node.func, ast.Attribute) else "")
-                if callee in classes and callee != name:
-                    used.add(callee)
+        called = callees(tree)
+        used.update(c for c in called if c in classes and c != name)
+        used.update(c for f in called & factories.keys() for c in factories[f] if c != name)
     return [name for name in classes if name not in used]
 
 
