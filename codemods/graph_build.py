@@ -68,6 +68,12 @@ class Builder:
     #: index of ``r = model.state_dict()`` between the load and the Graph, and ``r``'s source (-1, None: none)
     registry: int = -1
     registry_name: str | None = None
+    #: ids of the ``with Graph(...)`` statement and call, and of the ``session.load`` calls and graph
+    #: names that consume the graph (see :func:`_drop_stray`)
+    with_id: int = 0
+    call_id: int = 0
+    loads: list[int] = field(default_factory=list)
+    uses: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -117,7 +123,37 @@ def plan_module(module: cst.Module, qualname: Qualname) -> GraphPlan:
                     plan.returns_compiled.add(id(func))
     for func in functions:
         _match_consumers(func, plan, exported)
+    for func in functions:
+        _drop_stray(func, plan)
     return plan
+
+
+def _drop_stray(func: cst.FunctionDef, plan: GraphPlan) -> None:
+    """Unplan a builder whose graph this function uses otherwise than by a matched
+    ``session.load(g, weights_registry=...)`` or its final ``return`` (flux2's
+    ``self._load_graph(graph, ...)`` wants a V2 Graph), up to the next builder of that name:
+    its TODOs stay."""
+    builders = plan.builders.get(id(func.body), [])
+    if not builders or not isinstance(func.body, cst.IndentedBlock):
+        return
+    body = list(func.body.body)
+    last = _expr_stmt(body[-1])
+    kept: list[Builder] = []
+    for b in builders:
+        end = min((o.with_graph for o in builders if o.with_graph > b.with_graph and o.graph == b.graph), default=len(body))
+        stray = next((
+            stmt for stmt in body[b.with_graph + 1:end]
+            if not (stmt is body[-1] and isinstance(last, cst.Return))
+            and any(_is_name(n, b.graph) and id(n) not in b.uses for n in nodes_of(stmt, (cst.Name,)))  # type: ignore[arg-type]
+        ), None)
+        if stray is None:
+            kept.append(b)
+            continue
+        plan.reasons[b.call_id] = "the graph is used otherwise than by session.load(g, weights_registry=...) or a return"
+        plan.handled.difference_update({b.call_id, b.with_id, *b.loads})
+        for load in b.loads:
+            plan.loads.pop(load, None)
+    plan.builders[id(func.body)] = kept
 
 
 def _walk_functions(body: object) -> list[cst.FunctionDef]:
@@ -258,6 +294,9 @@ def _match_graph(
     if asname is None or not isinstance(asname.name, cst.Name):
         return "the Graph is not bound with `as g`"
     graph = asname.name.value
+    options = [a.keyword.value for a in graph_call.args if a.keyword is not None and a.keyword.value != "input_types"]
+    if options:
+        return f"Graph() takes {', '.join(options)}=, which compile() is not given"
     before = body[:w_index]
     types = _input_types(graph_call, before)
     if types is None:
@@ -308,6 +347,8 @@ def _match_graph(
         outputs=forwards.get(ctor_name or "", None),
         registry=registry,
         registry_name=registry_name if registry >= 0 else None,
+        with_id=id(with_node),
+        call_id=id(graph_call),
     )
 
 
@@ -552,10 +593,11 @@ def _match_consumers(
         return
     graphs: _Graphs = {}
     starts = {b.with_graph: b for b in plan.builders.get(id(func.body), ())}
+    owners: dict[str, Builder] = {}
     compiled: dict[str, int | None] = {}
     for i, stmt in enumerate(func.body.body):
         if i in starts:
-            b = starts[i]
+            b = owners[starts[i].graph] = starts[i]
             graphs[b.graph] = (b.model, b.outputs, b.registry_name)
         _unpack_builder_call(stmt, exported, graphs)
         small = _expr_stmt(stmt)
@@ -565,6 +607,10 @@ def _match_consumers(
             load = _session_load(value, graphs)
             if load is not None:
                 plan.handled.update({id(value), id(value.args[1].value)})
+                owner = owners.get(load[0])
+                if owner is not None:
+                    owner.loads.append(id(value))
+                    owner.uses.add(id(value.args[0].value))
                 if isinstance(small, cst.Assign) and isinstance(target, cst.Name):
                     plan.loads[id(value)] = load[0]
                     compiled[target.value] = load[1]

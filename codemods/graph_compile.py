@@ -219,7 +219,8 @@ class GraphCompile(Codemod):
             self.todo("MV382", GRAPH_SPEC_TODO)
         elif isinstance(original.func, cst.Attribute):
             method = original.func.attr.value
-            if method == "load" and any(a.keyword is not None and a.keyword.value == "weights_registry" for a in original.args):
+            if any(a.keyword is not None and a.keyword.value == "weights_registry" for a in original.args):
+                # (session.load, or a V2 helper that loads the graph: flux2's self._load_graph)
                 self.todo("MV381", "use compiled = model.compile(*types, weights=state_dict)")
             elif id(original) in self.names_only:
                 return self._parameter_names(original, updated)

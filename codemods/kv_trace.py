@@ -30,7 +30,7 @@ from codemods.args import is_docstring, source
 from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 from codemods.resolve import dotted
-from codemods.shard_scan import one_per_device, per_device_element
+from codemods.shard_scan import not_none, one_per_device, per_device_element
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -288,12 +288,24 @@ def _first_of_copies(value: cst.BaseExpression) -> cst.BaseExpression | None:
         and value.args and value.args[0].keyword is None and not value.args[0].star
     ):
         return value.args[0].value
-    if not (isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Name)):
+    if isinstance(value, cst.IfExp):  # (``None if v is None else [x for x in v["a"]]``: an optional input)
+        branches = (value.body, value.orelse)
+        nones = [isinstance(b, cst.Name) and b.value == "None" for b in branches]
+        if nones.count(True) != 1:
+            return None
+        first = _first_of_copies(branches[nones.index(False)])
+        if first is None:
+            return None
+        return value.with_changes(orelse=first) if nones[0] else value.with_changes(body=first)
+    if not isinstance(value, cst.ListComp):
         return None
+    element = value.elt
+    if isinstance(element, cst.Attribute) and element.attr.value == "tensor":
+        element = element.value
     loop = value.for_in
     if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name):
         return None
-    if loop.target.value != value.elt.value:
+    if not isinstance(element, cst.Name) or loop.target.value != element.value:
         return None
     sub = loop.iter
     if not isinstance(sub, cst.Subscript) or len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Slice):
@@ -354,7 +366,7 @@ def _one_value_params(own: cst.FunctionDef, *types: str) -> dict[int | str, str]
     one cache on the mesh), by position (after self) and by name → the annotation."""
     out: dict[int | str, str] = {}
     for k, p in enumerate(own.params.params[1:]):
-        name = source(p.annotation.annotation) if p.annotation is not None else ""
+        name = source(not_none(p.annotation.annotation)) if p.annotation is not None else ""
         if name in types:
             out[k] = out[p.name.value] = name
     return out

@@ -546,6 +546,11 @@ class Sharding(Codemod):
             self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
                       f"iterating it never ends while staging; use {name} itself")
             return
+        if any(id(a) in self._distributed for a in args):  # (a broadcast or a fold rewritten above)
+            self.todo("MV391", "this iterable was one value per device in V2 and is one distributed Tensor now "
+                      "(rewritten here): iterating it indexes its first axis, or never ends while staging; "
+                      "compute once on it")
+            return
         name = next((n for a in args if (n := self._helper_list(a)) is not None), None)
         if name is not None:
             func = self._funcs[-1][0].name.value

@@ -42,8 +42,8 @@ module's (random) weight:
            self.lm_head = None
        else:
            self.lm_head = Linear(...)
-    ...  self.lm_head(h)  →  (h @ self.embed_tokens.weight.T if self.tie_word_embeddings else self.lm_head(h))
-    ...  f(h, head=self.lm_head)  →  f(h, head=((lambda x: x @ self.embed_tokens.weight.T) if ... else self.lm_head))
+    ...  self.lm_head(h)  →  (h @ self.embed_tokens.weight.T if self.lm_head is None else self.lm_head(h))
+    ...  f(h, head=self.lm_head)  →  f(h, head=((lambda x: x @ self.embed_tokens.weight.T) if self.lm_head is None else self.lm_head))
 """
 
 from __future__ import annotations
@@ -433,13 +433,13 @@ class _HeadCalls(cst.CSTTransformer):
         tied = f"{x} @ self.{self.tie.embedding}.weight.T"
         if self.tie.condition is None:
             return cst.parse_expression(f"({tied})")
-        head = source(updated)
-        return cst.parse_expression(f"({tied} if self.{_FLAG} else {head})")
+        head = source(updated)  # (None exactly when tied: the test narrows the head's type for mypy)
+        return cst.parse_expression(f"({tied} if self.{self.tie.head} is None else {head})")
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         if not self.calls or self_attr(original.value) != self.tie.head or original.star:
             return updated
         tied = f"(lambda x: x @ self.{self.tie.embedding}.weight.T)"
         if self.tie.condition is not None:
-            tied = f"({tied} if self.{_FLAG} else self.{self.tie.head})"
+            tied = f"({tied} if self.{self.tie.head} is None else self.{self.tie.head})"
         return updated.with_changes(value=cst.parse_expression(tied))

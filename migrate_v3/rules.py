@@ -112,7 +112,7 @@ RULES: dict[str, Rule] = {
         _r("MV361", "weight-name-changes-key", M, "Weight name= differs from the attribute path: checkpoint keys change",
            "self.filter = Weight(\"weight\"", "# TODO(migrate-v3): MV361 checkpoint key \"weight\" becomes 'filter'"),
         _r("MV363", "tied-embeddings", A, "a head aliased to the embedding is created only when untied; forward uses the transpose",
-           "self.lm_head.set_shared_weight(\"weight\", self.embed_tokens.weight)", "(h @ self.embed_tokens.weight.T if self.tie_word_embeddings else self.lm_head(h))"),
+           "self.lm_head.set_shared_weight(\"weight\", self.embed_tokens.weight)", "(h @ self.embed_tokens.weight.T if self.lm_head is None else self.lm_head(h))"),
         # MV37x: ops
         _r("MV370", "op-to-functional", A, "ops.X becomes F.X (same signature)",
            "ops.reshape(x, [1, -1])", "F.reshape(x, [1, -1])"),
