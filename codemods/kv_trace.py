@@ -30,7 +30,7 @@ from codemods.args import is_docstring, source
 from codemods.args import small_statement as _small
 from codemods.base import TODO_PREFIX, attach_todos, nodes_of
 from codemods.resolve import dotted
-from codemods.shard_scan import not_none, one_per_device, per_device_element
+from codemods.shard_scan import is_none, not_none, one_per_device, per_device_element
 
 V3_ORDER = ("tokens", "return_n_logits", "input_row_offsets")
 _VARIADIC = "variadic_args"
@@ -290,7 +290,7 @@ def _first_of_copies(value: cst.BaseExpression) -> cst.BaseExpression | None:
         return value.args[0].value
     if isinstance(value, cst.IfExp):  # (``None if v is None else [x for x in v["a"]]``: an optional input)
         branches = (value.body, value.orelse)
-        nones = [isinstance(b, cst.Name) and b.value == "None" for b in branches]
+        nones = [is_none(b) for b in branches]
         if nones.count(True) != 1:
             return None
         first = _first_of_copies(branches[nones.index(False)])

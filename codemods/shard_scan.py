@@ -180,21 +180,22 @@ def one_per_device_annotation(ann: cst.BaseExpression) -> cst.BaseExpression | N
     if one is not None or not (isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr)):
         return one
     left, right = per_device_element(ann.left), per_device_element(ann.right)
-    if left is not None and _is_none(ann.right):
+    if left is not None and is_none(ann.right):
         return ann.with_changes(left=left)
-    if right is not None and _is_none(ann.left):
+    if right is not None and is_none(ann.left):
         return ann.with_changes(right=right)
     return None
 
 
-def _is_none(node: cst.BaseExpression) -> bool:
+def is_none(node: cst.BaseExpression) -> bool:
+    """``node`` is the name ``None``."""
     return isinstance(node, cst.Name) and node.value == "None"
 
 
 def not_none(ann: cst.BaseExpression) -> cst.BaseExpression:
     """``T | None`` → ``T``."""
     if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-        return ann.right if _is_none(ann.left) else ann.left
+        return ann.right if is_none(ann.left) else ann.left
     return ann
 
 

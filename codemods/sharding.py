@@ -44,6 +44,7 @@ from codemods.shard_scan import (
     body_statements,
     class_facts,
     computes_on,
+    is_none,
     local_strategies,
     may_be_moe,
     not_none,
@@ -97,7 +98,7 @@ def _sharded_layers_call(qual: str | None, call: cst.Call) -> tuple[cst.BaseExpr
     if len(positional) > 2 + len(_EP_ARGS) or set(keywords) - set(_EP_ARGS) or set(extra) & set(keywords):
         return None
     extra.update(keywords)
-    passed = [name for name, value in extra.items() if not (isinstance(value, cst.Name) and value.value == "None")]
+    passed = [name for name, value in extra.items() if not is_none(value)]
     return positional[0], positional[1], passed
 
 
@@ -122,6 +123,13 @@ def placement_statement(state: FileState, where: str, function: str, axis: int, 
 
 #: Calls whose argument is iterated as the clone list (the comprehension rules handle them).
 _LIST_BUILTINS = frozenset({"enumerate", "zip", "len", "list", "tuple", "iter", "reversed", "sorted"})
+
+def _loop_args(iterable: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What a loop iterates: the lists ``zip``/``enumerate``/... take, or the iterable itself."""
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) in _LIST_BUILTINS:
+        return [a.value for a in iterable.args if a.keyword is None and not a.star]
+    return [iterable]
+
 
 def per_device_params(func: cst.FunctionDef) -> set[str]:
     """Parameters annotated as a per-device tensor list (``xs: list[TensorValue]``, optional or keyword-only too)."""
@@ -539,8 +547,7 @@ class Sharding(Codemod):
 
     def _iterated(self, iterable: cst.BaseExpression) -> None:
         """A TODO for a loop over one Tensor (``for x in xs``, ``zip(a, xs)``, ``enumerate(xs)``)."""
-        args = [a.value for a in iterable.args if a.keyword is None and not a.star] \
-            if isinstance(iterable, cst.Call) and dotted(iterable.func) in _LIST_BUILTINS else [iterable]
+        args = _loop_args(iterable)
         name = next((n for a in args if (n := self._one_tensor(a)) is not None), None)
         if name is not None:
             self.todo("MV391", f"{name} was one value per device in V2 and is one distributed Tensor in V3: "
@@ -749,8 +756,7 @@ class Sharding(Codemod):
         if func is None or func.name.value == "__call__":
             return
         params = per_device_params(func)
-        args = [a.value for a in iterable.args if a.keyword is None] if isinstance(iterable, cst.Call) else [iterable]
-        names = [a.value for a in args if isinstance(a, cst.Name) and a.value in params]
+        names = [a.value for a in _loop_args(iterable) if isinstance(a, cst.Name) and a.value in params]
         if names:
             listed = ", ".join(names)
             self.todo("MV391", f"{listed}: V2's per-device list parameter of {func.name.value} (list[TensorValue]), "
