@@ -68,6 +68,8 @@ class Builder:
     #: index of ``r = model.state_dict()`` between the load and the Graph, and ``r``'s source (-1, None: none)
     registry: int = -1
     registry_name: str | None = None
+    #: with no dtype argument: the config the model is built from (``default_dtype`` of its ``dtype``)
+    config: cst.BaseExpression | None = None
     #: ids of the ``with Graph(...)`` statement and call, and of the ``session.load`` calls and graph
     #: names that consume the graph (see :func:`_drop_stray`)
     with_id: int = 0
@@ -342,13 +344,14 @@ def _match_graph(
         construct=construct,
         load=load,
         with_graph=w_index,
-        dtype=_dtype_arg(ctor, func, qualname),
+        dtype=(dtype := _dtype_arg(ctor, func, qualname)),
         device=_device(before, literal, func, qualname),
         outputs=forwards.get(ctor_name or "", None),
         registry=registry,
         registry_name=registry_name if registry >= 0 else None,
         with_id=id(with_node),
         call_id=id(graph_call),
+        config=_config_arg(ctor) if dtype is None else None,
     )
 
 
@@ -518,7 +521,7 @@ def _param_annotation(func: cst.FunctionDef, name: str) -> cst.BaseExpression | 
 
 
 def _dtype_arg(ctor: cst.Call, func: cst.FunctionDef, qualname: Qualname) -> cst.BaseExpression | None:
-    """The constructor's dtype argument: ``DType.x`` or a parameter annotated ``DType``."""
+    """The constructor's dtype argument: ``DType.x``, a parameter annotated ``DType`` or ``dtype=...``."""
     for arg in ctor.args:
         value = arg.value
         if isinstance(value, cst.Attribute) and qualname(value.value) in _DTYPE:
@@ -527,7 +530,18 @@ def _dtype_arg(ctor: cst.Call, func: cst.FunctionDef, qualname: Qualname) -> cst
             ann = _param_annotation(func, value.value)
             if ann is not None and qualname(ann) in _DTYPE:
                 return value
+        if arg.keyword is not None and arg.keyword.value == "dtype":
+            return value
     return None
+
+
+def _config_arg(ctor: cst.Call) -> cst.BaseExpression | None:
+    """``X(config)``, ``X(self.config, ...)``: the first positional argument when it names a value
+    (a config, whose ``dtype`` V2's layers were built in, dropped with their ``dtype=`` in V3)."""
+    first = ctor.args[0] if ctor.args else None
+    if first is None or first.keyword is not None or first.star:
+        return None
+    return first.value if isinstance(first.value, cst.Name | cst.Attribute) else None
 
 
 def _device(

@@ -150,6 +150,10 @@ class GraphCompile(Codemod):
         if b.dtype is not None:
             contexts.append(f"default_dtype({source(b.dtype)})")
             self.state.import_name(_TENSOR_MODULE, "default_dtype")
+        elif b.config is not None:  # (V2's layers took the config's dtype; V3's build in the default one)
+            dtype = self.state.import_name("max.dtype", "DType")
+            contexts.append(f'default_dtype(getattr({source(b.config)}, "dtype", None) or {dtype}.float32)')
+            self.state.import_name(_TENSOR_MODULE, "default_dtype")
         construct = body[b.construct]
         lazy = _stmt(f"with {', '.join(contexts)}:\n    pass\n")
         assert isinstance(lazy, cst.With) and isinstance(lazy.body, cst.IndentedBlock)

@@ -59,3 +59,31 @@ def test_migrated_builders_match_v2(tmp_path: Path) -> None:
     np.testing.assert_allclose(v2_one, x @ weights[0]["proj.weight"].T, rtol=1e-5, atol=1e-5)  # V2 itself is right
     np.testing.assert_allclose(v3_one, v2_one, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(v3_two, v2_two, rtol=1e-5, atol=1e-6)
+
+
+def test_a_builder_without_a_dtype_argument_builds_in_the_configs_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fixtures/graph_compile/config_dtype``: V2 built the embedding in ``config.dtype``; the
+    migrated builder must too, or a bfloat16 checkpoint meets float32 parameters (qwen3's text
+    encoder, built from ``self.config``, had its embedding in float32). No compile: the compile
+    call records the parameters it is given."""
+    from types import SimpleNamespace
+
+    from max.dtype import DType
+    from max.graph import DeviceRef
+
+    source = FIXTURE.with_name("config_dtype.input.py")
+    (tmp_path / "v3_config_dtype.py").write_text(transform_source(source.read_text(), path=str(source)).code)
+    v3 = _load(tmp_path / "v3_config_dtype.py", "v3_config_dtype")
+    seen: dict[str, DType] = {}
+
+    def compile(self: object, *types: object, weights: object) -> object:
+        seen.update({name: t.dtype for name, t in self.parameters})  # type: ignore[attr-defined]
+        return SimpleNamespace(engine_model="engine")
+
+    monkeypatch.setattr(v3.Encoder, "compile", compile)
+    config = SimpleNamespace(vocab_size=8, hidden_size=4, dtype=DType.bfloat16, device=DeviceRef.CPU())
+    component = v3.Component(config, session=None)
+    assert component.load_model({}) == "engine"
+    assert seen == {"embed_tokens.weight": DType.bfloat16}
+    assert component.load_keyword({}, DType.float16) == "engine"
+    assert seen == {"embed_tokens.weight": DType.float16}
